@@ -1,0 +1,48 @@
+# Two entry points for a fresh machine: `make run` (the main job) and `make test` (the test suite).
+# Both set everything up first; every step is idempotent.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+AZR    := $(VENV)/bin/azr
+PYTEST_ARGS ?=
+
+.PHONY: setup host run test lint fmt typecheck check bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# The CPU build of torch first, pinned, so that nothing later pulls a CUDA build.
+	$(PIP) install --quiet torch==2.13.0
+	# DeepSpeed's build imports torch, so it must see the one installed above.
+	$(PIP) install --quiet --no-build-isolation "deepspeed>=0.16"
+	$(PIP) install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+host:
+	bash scripts/host-setup.sh
+
+run: setup
+	$(AZR) executor demo
+
+test: setup host
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+typecheck: setup
+	$(VENV)/bin/mypy azr bench
+
+check: lint typecheck
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

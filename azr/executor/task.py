@@ -1,0 +1,107 @@
+"""The task model shared by every layer.
+
+A task is a program defining ``f`` plus argument lists (``inputs``) and, once the executor has run it, the
+gold ``outputs``. Inputs are argument-list texts such as ``"[1, 2], 3"``; outputs are canonical literal
+texts (see ``azr.executor.values``). The id is a content hash, so the same task proposed twice is one task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+
+class TaskType(StrEnum):
+    DEDUCTION = "deduction"  # given p and i, predict o
+    ABDUCTION = "abduction"  # given p and o, find an i with p(i) == o
+    INDUCTION = "induction"  # given IO pairs and a message, write p
+
+
+class Role(StrEnum):
+    PROPOSE = "propose"
+    SOLVE = "solve"
+
+
+class Origin(StrEnum):
+    ZERO_SEED = "zero-seed"
+    USER = "user"
+    PROPOSED = "proposed"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    type: TaskType
+    program: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...] = ()
+    message: str = ""
+    origin: Origin = Origin.PROPOSED
+    step: int = 0
+    parents: tuple[str, ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        """Content hash of what defines the task (not of where it came from or its derived outputs)."""
+        payload = json.dumps(
+            [self.type.value, self.program.strip(), list(self.inputs), self.message.strip()],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    def with_outputs(self, outputs: tuple[str, ...]) -> Task:
+        return replace(self, outputs=outputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type.value,
+            "program": self.program,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "message": self.message,
+            "origin": self.origin.value,
+            "step": self.step,
+            "parents": list(self.parents),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        """Build a task from JSON data; raises ``ValueError``/``TypeError``/``KeyError`` on bad shapes."""
+        inputs = data.get("inputs", [])
+        outputs = data.get("outputs", [])
+        parents = data.get("parents", [])
+        for name, seq in (("inputs", inputs), ("outputs", outputs), ("parents", parents)):
+            if not isinstance(seq, list) or not all(isinstance(x, str) for x in seq):
+                raise TypeError(f"task.{name} must be a list of strings")
+        program = data["program"]
+        message = data.get("message", "")
+        if not isinstance(program, str) or not isinstance(message, str):
+            raise TypeError("task.program and task.message must be strings")
+        step = data.get("step", 0)
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise TypeError("task.step must be an integer")
+        return cls(
+            type=TaskType(data["type"]),
+            program=program,
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            message=message,
+            origin=Origin(data.get("origin", Origin.PROPOSED.value)),
+            step=step,
+            parents=tuple(parents),
+        )
+
+
+ZERO_SEED = Task(
+    type=TaskType.DEDUCTION,
+    program="def f(x):\n    return x",
+    inputs=('"Hello world"',),
+    outputs=("'Hello world'",),
+    origin=Origin.ZERO_SEED,
+)
+"""The zero seed triplet of the paper: the identity function on "Hello world"."""

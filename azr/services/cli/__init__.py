@@ -1,0 +1,35 @@
+"""The ``azr`` command line. Each command group lives in its own module and is registered here."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+app = typer.Typer(
+    name="azr",
+    help="Absolute Zero reasoner: self-play training with a sandboxed Python executor.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level."),
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _register() -> None:
+    from azr.services.cli import executor
+
+    app.add_typer(executor.app, name="executor")
+
+
+def main() -> None:
+    _register()
+    app()

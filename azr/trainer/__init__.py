@@ -1,0 +1,1 @@
+"""Training: advantage estimators, the policy loss, models and engines. Sees only experiences."""
