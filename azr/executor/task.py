@@ -53,6 +53,15 @@ class Task:
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
+    def induction_split(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Indices of the (visible, held-out) IO pairs of an induction task.
+
+        The solver sees the first half (rounded up) with the message; its program is judged on the rest.
+        """
+        n = len(self.inputs)
+        visible = (n + 1) // 2
+        return tuple(range(visible)), tuple(range(visible, n))
+
     def with_outputs(self, outputs: tuple[str, ...]) -> Task:
         return replace(self, outputs=outputs)
 
