@@ -2,6 +2,10 @@
 # Host services the test suite needs: Redis, and (when the Docker backend is wanted) dockerd and the
 # sandbox image. Idempotent; run as root on Debian. Nothing here names a package registry's host: apt uses
 # the machine's own sources.
+#
+# AZR_SKIP_DOCKER=1 skips the Docker part (machines without Docker; the docker tests then skip), and
+# AZR_REQUIRE_DOCKER=1 (set by CI) makes any failure of it fatal. Otherwise a Docker failure is reported
+# and the rest of the setup still runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,5 +43,34 @@ start_redis() {
     log "redis did not start"; exit 1
 }
 
+docker_ready() { docker info >/dev/null 2>&1; }
+
+start_dockerd() {
+    need_pkg docker.io debootstrap || return 1
+    docker_ready && return
+    # Without systemd (containers, CI runners) dockerd is started here, in the background, with a log.
+    local log_file=/var/log/azr/dockerd.log
+    mkdir -p /var/log/azr
+    log "starting dockerd (log: ${log_file})"
+    nohup dockerd >>"$log_file" 2>&1 </dev/null &
+    for _ in $(seq 150); do
+        docker_ready && return
+        sleep 0.2
+    done
+    log "dockerd did not come up within 30 s; see ${log_file}"
+    return 1
+}
+
+setup_docker() {
+    start_dockerd && bash docker/build-sandbox-image.sh
+}
+
 need_pkg util-linux bubblewrap
 start_redis
+if [[ "${AZR_SKIP_DOCKER:-0}" == 1 ]]; then
+    log "AZR_SKIP_DOCKER=1: skipping dockerd and the sandbox image"
+elif [[ "${AZR_REQUIRE_DOCKER:-0}" == 1 ]]; then
+    setup_docker
+elif ! setup_docker; then
+    log "Docker setup failed: the docker backend and its tests will be skipped (AZR_REQUIRE_DOCKER=1 makes this fatal)"
+fi

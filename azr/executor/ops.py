@@ -1,0 +1,283 @@
+"""The trusted judge: validates tasks and checks answers, using a backend only to run programs.
+
+Threat model. Programs, inputs, outputs and answers are untrusted text written by a model. What is covered:
+
+- Nothing untrusted is evaluated or spliced into code here. Inputs and answers are parsed with
+  ``azr.executor.values`` (literals only, size and depth capped) and re-rendered canonically before they
+  reach a sandbox; an answer like ``[9]) or True or (0`` is not a literal and is rejected.
+- Output prediction is judged by comparing parsed literals in this process (no run, no ``eval``): an
+  answer cannot bring an object with a lying ``__eq__``.
+- The text a sandbox returns is never trusted: every output is parsed again here with the same caps and
+  rendered canonically; NaN, infinities and non-literals make the task invalid (``unsupported_value``).
+- Determinism: a task runs in two sandbox interpreters with different hash seeds (slots A and B) and their
+  canonical outputs must match, so set-order-dependent programs are ``nondeterministic``. A failed check
+  always yields an error, never a valid task with empty outputs.
+- Gold outputs are returned whole; long values are never cut.
+- The static gate screens task programs and induction answer programs (when enabled). It is a quality
+  filter; the sandbox backend is the security boundary.
+- ``infra_error`` from a backend is passed through as "could not judge", never as a verdict.
+
+Not covered here: isolation of the running program (the backend's job) and the size of a job's text
+(callers cap lines; ``values`` caps literals; the gate caps programs).
+
+How ``ok``/``correct``/``error`` are set is documented in ``azr.executor.jobs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from azr.executor.backends.base import Backend, HashSeedSlot, RunOutcome, RunRequest
+from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.gate import check_program
+from azr.executor.jobs import Judgement, Validation
+from azr.executor.limits import SandboxLimits
+from azr.executor.task import Task, TaskType
+from azr.executor.values import (
+    DEFAULT_LIMITS,
+    ValueRejected,
+    canonical,
+    canonical_args,
+    parse_args,
+    parse_value,
+    values_equal,
+)
+
+_SHOWN_CHARS = 80
+"""How much of an offending input an error message quotes."""
+
+
+class Judge:
+    """Validates tasks and checks answers against one backend.
+
+    >>> judge = Judge(backend)                       # doctest: +SKIP
+    >>> (await judge.validate(task)).outputs         # doctest: +SKIP
+    ('4',)
+    """
+
+    def __init__(self, backend: Backend, *, limits: SandboxLimits | None = None, gate: bool = True) -> None:
+        self._backend = backend
+        self._limits = limits or SandboxLimits()
+        self._gate = gate
+
+    @property
+    def limits(self) -> SandboxLimits:
+        return self._limits
+
+    async def validate(self, task: Task) -> Validation:
+        """Run ``task`` in both hash-seed slots and return its gold outputs or why it is invalid."""
+        try:
+            return Validation(await self._gold_outputs(task), None)
+        except ExecutorFailure as failure:
+            return Validation(None, failure.error)
+
+    async def check(self, task: Task, answer: str) -> Judgement:
+        """Judge ``answer`` to ``task`` against the task's gold outputs."""
+        try:
+            self._screen(task.program)
+            if task.type is TaskType.DEDUCTION:
+                return self._check_deduction(task, answer)
+            if task.type is TaskType.ABDUCTION:
+                return await self._check_abduction(task, answer)
+            return await self._check_induction(task, answer)
+        except ExecutorFailure as failure:
+            return Judgement.invalid(failure.error)
+
+    async def _gold_outputs(self, task: Task) -> tuple[str, ...]:
+        if not task.inputs:
+            raise ExecutorFailure(ErrorCode.BAD_ANSWER, "malformed job: the task has no inputs")
+        self._screen(task.program)
+        args = _argument_texts(task.inputs)
+        run_a, run_b = await asyncio.gather(
+            self._run(task.program, args, HashSeedSlot.A), self._run(task.program, args, HashSeedSlot.B)
+        )
+        _raise_first_error((run_a, run_b), len(args), task.inputs)
+        outputs_a = _trusted_outputs(run_a)
+        outputs_b = _trusted_outputs(run_b)
+        for index, (a, b) in enumerate(zip(outputs_a, outputs_b, strict=True)):
+            if a != b:
+                raise ExecutorFailure(
+                    ErrorCode.NONDETERMINISTIC,
+                    f"input {index} ({_shown(task.inputs[index])}) gives different outputs under "
+                    f"different hash seeds: {_cut(a)} vs {_cut(b)}",
+                )
+        return outputs_a
+
+    def _check_deduction(self, task: Task, answer: str) -> Judgement:
+        gold = _gold_values(task, single=True)[0]
+        try:
+            predicted = parse_value(answer)
+        except ValueRejected as rejected:
+            return Judgement.wrong(_as_bad_answer(rejected))
+        return _verdict(values_equal(predicted, gold))
+
+    async def _check_abduction(self, task: Task, answer: str) -> Judgement:
+        gold = _gold_values(task, single=True)[0]
+        try:
+            args = canonical_args(parse_args(answer))
+        except ValueRejected as rejected:
+            return Judgement.wrong(_as_bad_answer(rejected))
+        outcome = await self._run(task.program, (args,), HashSeedSlot.A)
+        if outcome.error is not None:
+            raise ExecutorFailure(
+                outcome.error.code, outcome.error.message
+            )  # the task's fault, not the answer's
+        return self._judge_calls(outcome, (gold,))
+
+    async def _check_induction(self, task: Task, answer: str) -> Judgement:
+        _, held_out = task.induction_split()
+        if not held_out:
+            raise ExecutorFailure(
+                ErrorCode.BAD_ANSWER, "malformed job: an induction task needs at least two input/output pairs"
+            )
+        gold = _gold_values(task, single=False)
+        args = _argument_texts(tuple(task.inputs[i] for i in held_out))
+        if self._gate and (forbidden := check_program(answer)) is not None:
+            return Judgement.wrong(forbidden)
+        outcome = await self._run(answer, args, HashSeedSlot.A)
+        if outcome.error is not None:
+            if outcome.error.code is ErrorCode.INFRA_ERROR:
+                return Judgement.invalid(outcome.error)
+            return Judgement.wrong(outcome.error)  # the answer program does not compile or lacks f
+        return self._judge_calls(outcome, tuple(gold[i] for i in held_out))
+
+    def _judge_calls(self, outcome: RunOutcome, gold: Sequence[object]) -> Judgement:
+        """Compare each call's output with its gold value; a call error makes the answer wrong."""
+        _require_call_count(outcome, len(gold))
+        for call, expected in zip(outcome.calls, gold, strict=True):
+            if call.error is not None:
+                if call.error.code is ErrorCode.INFRA_ERROR:
+                    return Judgement.invalid(call.error)
+                return Judgement.wrong(call.error)
+            try:
+                value = parse_value(_output_text(call.output))
+            except ValueRejected as rejected:
+                return Judgement.wrong(_as_unsupported(rejected))
+            if not values_equal(value, expected):
+                return Judgement.wrong()
+        return _verdict(True)
+
+    def _screen(self, program: str) -> None:
+        if self._gate and (error := check_program(program)) is not None:
+            raise ExecutorFailure(error.code, error.message)
+
+    async def _run(self, program: str, args: tuple[str, ...], slot: HashSeedSlot) -> RunOutcome:
+        return await self._backend.run(RunRequest(program=program, args=args, slot=slot, limits=self._limits))
+
+
+def _verdict(correct: bool) -> Judgement:
+    return Judgement(ok=True, correct=correct, error=None)
+
+
+def _argument_texts(inputs: Sequence[str]) -> tuple[str, ...]:
+    """Parse each argument list and re-render it canonically: the sandbox never sees the raw text."""
+    texts = []
+    for index, raw in enumerate(inputs):
+        try:
+            texts.append(canonical_args(parse_args(raw)))
+        except ValueRejected as rejected:
+            raise ExecutorFailure(
+                rejected.error.code, f"input {index} ({_shown(raw)}): {rejected.error.message}"
+            ) from None
+    return tuple(texts)
+
+
+def _gold_values(task: Task, *, single: bool) -> list[object]:
+    """The parsed gold outputs of a task being checked; a task without usable gold cannot be judged."""
+    if not task.outputs or len(task.outputs) != len(task.inputs):
+        raise ExecutorFailure(
+            ErrorCode.BAD_ANSWER,
+            f"malformed job: the task has {len(task.inputs)} inputs and {len(task.outputs)} gold outputs; "
+            "checking needs one gold output per input (validate the task first)",
+        )
+    if single and len(task.outputs) != 1:
+        raise ExecutorFailure(
+            ErrorCode.BAD_ANSWER,
+            f"malformed job: a {task.type.value} check needs exactly one input/output pair, "
+            f"got {len(task.outputs)}",
+        )
+    values = []
+    for index, text in enumerate(task.outputs):
+        try:
+            values.append(parse_value(text))
+        except ValueRejected as rejected:
+            raise ExecutorFailure(
+                ErrorCode.UNSUPPORTED_VALUE, f"gold output {index}: {rejected.error.message}"
+            ) from None
+    return values
+
+
+def _raise_first_error(runs: Sequence[RunOutcome], calls: int, inputs: Sequence[str]) -> None:
+    """Raise the error that makes a task invalid: an executor failure first, then the program's own."""
+    for run in runs:
+        if run.error is None:
+            _require_call_count(run, calls)
+    errors = [run.error for run in runs if run.error is not None]
+    errors += [
+        ExecError(call.error.code, f"input {index} ({_shown(inputs[index])}): {call.error.message}")
+        for run in runs
+        if run.error is None
+        for index, call in enumerate(run.calls)
+        if call.error is not None
+    ]
+    infra = [error for error in errors if error.code is ErrorCode.INFRA_ERROR]
+    if errors:
+        first = infra[0] if infra else errors[0]
+        raise ExecutorFailure(first.code, first.message)
+
+
+def _require_call_count(run: RunOutcome, expected: int) -> None:
+    if len(run.calls) != expected:
+        raise ExecutorFailure(
+            ErrorCode.INFRA_ERROR, f"backend returned {len(run.calls)} call outcomes for {expected} calls"
+        )
+
+
+def _trusted_outputs(run: RunOutcome) -> tuple[str, ...]:
+    """Re-parse every output the sandbox returned and render it canonically here, in the parent."""
+    outputs = []
+    for index, call in enumerate(run.calls):
+        text = _output_text(call.output)
+        if len(text) > DEFAULT_LIMITS.max_text_chars:
+            raise ExecutorFailure(
+                ErrorCode.OUTPUT_LIMIT,
+                f"output {index} has {len(text)} characters, over {DEFAULT_LIMITS.max_text_chars}",
+            )
+        try:
+            outputs.append(canonical(parse_value(text)))
+        except ValueRejected as rejected:
+            raise ExecutorFailure(
+                _as_unsupported(rejected).code, f"output {index}: {rejected.error.message}"
+            ) from None
+    return tuple(outputs)
+
+
+def _output_text(output: str | None) -> str:
+    if output is None:
+        raise ExecutorFailure(ErrorCode.INFRA_ERROR, "backend returned a call with neither output nor error")
+    return output
+
+
+def _as_bad_answer(rejected: ValueRejected) -> ExecError:
+    return ExecError(ErrorCode.BAD_ANSWER, f"the answer is not a supported literal: {rejected.error.message}")
+
+
+def _as_unsupported(rejected: ValueRejected) -> ExecError:
+    """A sandbox output that does not parse is an unsupported value, unless it was simply too large."""
+    code = (
+        ErrorCode.OUTPUT_LIMIT
+        if rejected.error.code is ErrorCode.OUTPUT_LIMIT
+        else ErrorCode.UNSUPPORTED_VALUE
+    )
+    return ExecError(code, rejected.error.message)
+
+
+def _shown(text: str) -> str:
+    """Untrusted text quoted for a message: escaped, on one line, cut."""
+    return repr(text) if len(text) <= _SHOWN_CHARS else repr(text[:_SHOWN_CHARS]) + "..."
+
+
+def _cut(canonical_text: str) -> str:
+    """A canonical literal (one line already) shortened for a message."""
+    return canonical_text if len(canonical_text) <= _SHOWN_CHARS else canonical_text[:_SHOWN_CHARS] + "..."

@@ -1,0 +1,48 @@
+"""Choosing what a proposer prompt shows: K references of one type, or one program for induction.
+
+Buffers live elsewhere (Redis); this module only picks from the candidates it is given, with the caller's
+random generator so that a run is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from azr.executor.task import Task
+from azr.roles.config import RolesConfig
+
+
+def reference_chars(task: Task) -> int:
+    """Size of a task as a prompt shows it: its program and every input and output text."""
+    return len(task.program) + sum(map(len, task.inputs)) + sum(map(len, task.outputs))
+
+
+def choose_references(
+    candidates: Sequence[Task], config: RolesConfig, rng: random.Random
+) -> tuple[Task, ...]:
+    """Up to ``n_references`` distinct validated tasks, uniformly without replacement.
+
+    Tasks without gold outputs or over ``max_reference_chars`` are skipped: a prompt never shows a
+    truncated program. Fewer than K come back when fewer fit (early buffers hold only the zero seed).
+    """
+    fitting = [t for t in _distinct(candidates) if _showable(t, config)]
+    return tuple(rng.sample(fitting, min(config.n_references, len(fitting))))
+
+
+def choose_induction_source(
+    candidates: Sequence[Task], config: RolesConfig, rng: random.Random
+) -> Task | None:
+    """One task whose program an induction proposal writes inputs for (from the deduction and abduction
+    buffers); ``None`` when no candidate fits."""
+    fitting = [t for t in _distinct(candidates) if _showable(t, config)]
+    return rng.choice(fitting) if fitting else None
+
+
+def _showable(task: Task, config: RolesConfig) -> bool:
+    has_gold = bool(task.outputs) and len(task.outputs) == len(task.inputs)
+    return has_gold and reference_chars(task) <= config.max_reference_chars
+
+
+def _distinct(tasks: Sequence[Task]) -> list[Task]:
+    return list({task.id: task for task in tasks}.values())

@@ -1,0 +1,108 @@
+"""The proposer's reward: learnability of a valid proposal, shaped by ``azr.roles.shaping``.
+
+Learnability (Absolute Zero paper): with the mean solve rate of n solver rollouts on the proposed task,
+
+    r_propose = 1 - rate   if 0 < rate < 1
+              = 0          otherwise (a task nobody solves, or everybody solves, teaches nothing)
+
+The rollouts MUST be sampled at the training temperature. The reference implementation decoded them
+greedily, so the n rollouts were one answer repeated, the rate almost always 0 or 1 and the reward almost
+always 0. ``LearnabilityRollouts`` records the temperature and refuses greedy decoding.
+
+Departures: rollouts the executor could not judge (``unjudged``) are left out of the rate rather than
+counted as failures; when none was judged there is no reward (``NoReward``), as for any infra error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from azr.executor.errors import ErrorCode, ExecError
+from azr.executor.jobs import Validation
+from azr.executor.task import Task, TaskType
+from azr.proposer.parsing import induction_failure
+from azr.roles.config import RolesConfig
+from azr.roles.errors import FormatFailure
+from azr.roles.outcomes import SolveOutcome
+from azr.roles.shaping import Assessment, Broken, NoReward, Passable, Rejected, Reward, Unjudged, shape
+
+
+@dataclass(frozen=True, slots=True)
+class LearnabilityRollouts:
+    """The solver rollouts that estimate a proposal's solve rate."""
+
+    outcomes: tuple[SolveOutcome, ...]
+    temperature: float
+    """Sampling temperature the rollouts were decoded at; must be the training temperature, never 0."""
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(
+                f"learnability rollouts were decoded at temperature {self.temperature}: greedy decoding "
+                "makes every rollout the same answer, so sample them at the training temperature"
+            )
+
+
+def solve_rate(outcomes: Sequence[SolveOutcome]) -> float | None:
+    """Mean solve rate over the judged rollouts; ``None`` when none was judged."""
+    judged = [o for o in outcomes if o is not SolveOutcome.UNJUDGED]
+    if not judged:
+        return None
+    return sum(o is SolveOutcome.SOLVED for o in judged) / len(judged)
+
+
+def learnability(rate: float) -> float:
+    """r_propose for a solve rate in [0, 1]."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"a solve rate lies in [0, 1], got {rate}")
+    return 1.0 - rate if 0.0 < rate < 1.0 else 0.0
+
+
+def assess_proposal(
+    parsed: Task | FormatFailure,
+    validation: Validation | None,
+    rollouts: LearnabilityRollouts | None,
+    config: RolesConfig,
+) -> Assessment:
+    """Which shaping case a proposal is in.
+
+    ``validation`` is the executor's verdict on the parsed task and ``rollouts`` the solver's attempts at the
+    validated task; both are needed for a well-formed proposal, and the rollouts only when it is valid.
+    """
+    if isinstance(parsed, FormatFailure):
+        return Broken(parsed)
+    if parsed.type is TaskType.INDUCTION and (
+        failure := induction_failure(parsed.inputs, parsed.message, config)
+    ):
+        return Broken(failure)
+    if validation is None:
+        raise ValueError("a well-formed proposal is rewarded after the executor has validated it")
+    if validation.error is not None:
+        if validation.error.code is ErrorCode.INFRA_ERROR:
+            return Unjudged(validation.error)
+        return Rejected(validation.error)
+    if validation.outputs is None or len(validation.outputs) != len(parsed.inputs):
+        raise ValueError("a valid proposal has exactly one gold output per input")
+    if rollouts is None:
+        raise ValueError("a valid proposal is rewarded after its learnability rollouts")
+    if len(rollouts.outcomes) != config.n_learnability_rollouts:
+        raise ValueError(
+            f"got {len(rollouts.outcomes)} learnability rollouts, config says n_learnability_rollouts="
+            f"{config.n_learnability_rollouts}; report every rollout, unjudged ones included"
+        )
+    rate = solve_rate(rollouts.outcomes)
+    if rate is None:
+        return Unjudged(ExecError(ErrorCode.INFRA_ERROR, "no learnability rollout could be judged"))
+    judged = sum(o is not SolveOutcome.UNJUDGED for o in rollouts.outcomes)
+    return Passable(learnability(rate), details={"solve_rate": rate, "rollouts_judged": float(judged)})
+
+
+def proposer_reward(
+    parsed: Task | FormatFailure,
+    validation: Validation | None,
+    rollouts: LearnabilityRollouts | None,
+    config: RolesConfig,
+) -> Reward | NoReward:
+    """The shaped reward of one proposal (see ``assess_proposal`` for what each argument must be)."""
+    return shape(assess_proposal(parsed, validation, rollouts, config))

@@ -1,0 +1,22 @@
+"""Everything the services keep in Redis: task buffers, the experience stream, metrics, run state.
+
+All state lives in Redis under one key prefix (``RedisConfig.prefix``; key names in ``keys.py``), so
+every object here is cheap to construct and a restarted process sees the same buffers and stream. The
+API is synchronous (redis-py): callers are Ray actors with their own threads and the REST API's thread
+pool, and keeping one code path is worth more than an ``asyncio`` twin. Clients are made by ``connect``:
+they return raw bytes (the stream carries binary arrays), and modules decode text themselves.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from azr.services.config import RedisConfig
+
+
+def connect(config: RedisConfig | None = None) -> redis.Redis:
+    """A Redis client for the store (bytes replies), checked with a PING so a bad URL fails here."""
+    config = config or RedisConfig()
+    client = redis.Redis.from_url(config.url, socket_timeout=config.socket_timeout_s, decode_responses=False)
+    client.ping()
+    return client

@@ -1,0 +1,58 @@
+"""The one place that names Redis keys. Every key the services write lives under ``{prefix}:``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from azr.executor.task import TaskType
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names under one prefix (``RedisConfig.prefix``)."""
+
+    prefix: str
+
+    def __post_init__(self) -> None:
+        if not self.prefix or ":" in self.prefix or "*" in self.prefix:
+            raise ValueError(f"key prefix must be non-empty without ':' or '*', got {self.prefix!r}")
+
+    def pattern(self) -> str:
+        """Glob matching every key under the prefix (for SCAN)."""
+        return f"{self.prefix}:*"
+
+    # Task buffers: order (zset member -> insertion sequence), tasks (hash member -> task JSON),
+    # meta (hash: sequence counter, per-origin counts, lifetime counters, seed marker).
+    def buffer_order(self, task_type: TaskType) -> str:
+        return f"{self.prefix}:buffer:{task_type.value}:order"
+
+    def buffer_tasks(self, task_type: TaskType) -> str:
+        return f"{self.prefix}:buffer:{task_type.value}:tasks"
+
+    def buffer_meta(self, task_type: TaskType) -> str:
+        return f"{self.prefix}:buffer:{task_type.value}:meta"
+
+    def buffer_seeded(self) -> str:
+        """Marker set once the zero seed has been written, so it is written once per prefix."""
+        return f"{self.prefix}:buffer:seeded"
+
+    # Experience stream.
+    def experiences(self) -> str:
+        return f"{self.prefix}:experiences"
+
+    def trained(self) -> str:
+        """Sorted set: ids of trained experiences, scored by the time (ms) they were acknowledged."""
+        return f"{self.prefix}:experiences:trained"
+
+    def quarantine(self) -> str:
+        return f"{self.prefix}:experiences:quarantine"
+
+    # Metrics and run state.
+    def metrics(self) -> str:
+        return f"{self.prefix}:metrics"
+
+    def counters(self) -> str:
+        return f"{self.prefix}:counters"
+
+    def run(self) -> str:
+        return f"{self.prefix}:run"

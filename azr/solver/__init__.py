@@ -1,0 +1,1 @@
+"""The solver role: prompts that pose tasks, parsing of answers, and the solve reward."""

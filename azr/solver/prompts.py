@@ -1,0 +1,82 @@
+"""Solver prompts: deduction (program and input, predict the output), abduction (program and output, find
+an input), induction (message and the visible input/output pairs, write the program).
+
+Wording is versioned with ``azr.roles.templates.TEMPLATE_VERSION``. An induction prompt shows only the
+visible pairs of ``Task.induction_split``: the held-out pairs are what the answer is judged on.
+"""
+
+from __future__ import annotations
+
+from azr.executor.task import Task, TaskType
+from azr.roles.completion import BlockKind, fenced
+from azr.roles.config import RolesConfig
+from azr.roles.templates import (
+    INPUT_PLACEHOLDER,
+    INPUT_RULE,
+    OUTPUT_PLACEHOLDER,
+    PROGRAM_PLACEHOLDER,
+    VALUE_RULE,
+    Prompt,
+    bullets,
+    program_rules,
+)
+
+
+def solver_prompt(task: Task, config: RolesConfig) -> Prompt:
+    """The prompt that asks the solver to answer ``task``, which must carry its gold outputs."""
+    if not task.outputs or len(task.outputs) != len(task.inputs):
+        raise ValueError(f"task {task.id} has no gold outputs: validate it before asking for an answer")
+    if task.type is not TaskType.INDUCTION and len(task.inputs) != 1:
+        raise ValueError(
+            f"a {task.type.value} task has exactly one input/output pair, {task.id} has {len(task.inputs)}"
+        )
+    if task.type is TaskType.DEDUCTION:
+        return Prompt(_deduction(task))
+    if task.type is TaskType.ABDUCTION:
+        return Prompt(_abduction(task))
+    return Prompt(_induction(task, config))
+
+
+def _deduction(task: Task) -> str:
+    return (
+        "## Task: predict the output of a program\n\n"
+        "Work out exactly what `f` returns when it is called with the input below.\n\n"
+        f"### Program\n{fenced(BlockKind.PYTHON, task.program)}\n\n"
+        f"### Input\n{INPUT_RULE}\n{fenced(BlockKind.INPUT, task.inputs[0])}\n\n"
+        "### Answer format\n"
+        f"Inside <answer> </answer>, give the returned value in one ```output block. {VALUE_RULE}\n"
+        f"{fenced(BlockKind.OUTPUT, OUTPUT_PLACEHOLDER)}"
+    )
+
+
+def _abduction(task: Task) -> str:
+    return (
+        "## Task: find an input that gives an output\n\n"
+        "Find an input for which `f` returns exactly the output below. Any such input is correct.\n\n"
+        f"### Program\n{fenced(BlockKind.PYTHON, task.program)}\n\n"
+        f"### Output\n{fenced(BlockKind.OUTPUT, task.outputs[0])}\n\n"
+        "### Answer format\n"
+        f"Inside <answer> </answer>, give the input in one ```input block. {INPUT_RULE}\n"
+        f"{fenced(BlockKind.INPUT, INPUT_PLACEHOLDER)}"
+    )
+
+
+def _induction(task: Task, config: RolesConfig) -> str:
+    visible, _ = task.induction_split()
+    pairs = "\n".join(
+        f"Example {n}:\n{fenced(BlockKind.INPUT, task.inputs[i])}\n"
+        f"{fenced(BlockKind.OUTPUT, task.outputs[i])}"
+        for n, i in enumerate(visible, start=1)
+    )
+    message = f"### Message\n{task.message.strip()}\n\n" if task.message.strip() else ""
+    return (
+        "## Task: write the program behind some examples\n\n"
+        "Write a Python program `f` that returns each output below for its input. It will also be checked "
+        "on other inputs that are not shown, so capture the rule rather than the examples.\n\n"
+        f"{message}"
+        f"### Examples\n{INPUT_RULE}\n{pairs}\n\n"
+        f"### Requirements\n{bullets(program_rules(config.allowed_imports))}\n\n"
+        "### Answer format\n"
+        "Inside <answer> </answer>, give the program in one ```python block:\n"
+        f"{fenced(BlockKind.PYTHON, PROGRAM_PLACEHOLDER)}"
+    )

@@ -1,0 +1,299 @@
+"""The static gate: attack programs refused with the exact error class, ordinary programs accepted."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from azr.executor.errors import ErrorCode
+from azr.executor.gate import ALLOWED_IMPORTS, DEFAULT_POLICY, GatePolicy, check_program
+
+F = ErrorCode.FORBIDDEN
+S = ErrorCode.SYNTAX_ERROR
+N = ErrorCode.NO_ENTRY_FUNCTION
+
+
+def _program(body: str) -> str:
+    return textwrap.dedent(body).strip() + "\n"
+
+
+# (id, program, expected code, a fragment the message must name)
+ATTACKS = [
+    # imports: whole, dotted, from-imports, relative, aliased (defect 1: dotted names never matched)
+    ("import-os", "import os\ndef f(x):\n    return x", F, "'os'"),
+    ("import-sys", "import sys\ndef f(x):\n    return x", F, "'sys'"),
+    ("import-os-path", "import os.path\ndef f(x):\n    return x", F, "'os.path'"),
+    ("import-in-function", "def f(x):\n    import subprocess\n    return x", F, "'subprocess'"),
+    ("from-os-import-path", "from os import path\ndef f(x):\n    return x", F, "'os'"),
+    ("from-os-path-import", "from os.path import join\ndef f(x):\n    return x", F, "'os.path'"),
+    ("import-importlib", "import importlib\ndef f(x):\n    return x", F, "'importlib'"),
+    ("from-importlib", "from importlib import import_module\ndef f(x):\n    return x", F, "'importlib'"),
+    ("relative-import", "from . import helpers\ndef f(x):\n    return x", F, "relative"),
+    ("relative-import-module", "from ..pkg import mod\ndef f(x):\n    return x", F, "relative"),
+    ("allowed-root-private-sub", "import re._parser\ndef f(x):\n    return x", F, "'_parser'"),
+    ("allowed-alias-list-mixed", "import math, os\ndef f(x):\n    return x", F, "'os'"),
+    ("import-builtins", "import builtins\ndef f(x):\n    return x", F, "'builtins'"),
+    ("import-ctypes", "import ctypes\ndef f(x):\n    return x", F, "'ctypes'"),
+    ("import-io", "import io\ndef f(x):\n    return x", F, "'io'"),
+    ("import-pathlib", "from pathlib import Path\ndef f(x):\n    return x", F, "'pathlib'"),
+    ("import-types", "import types\ndef f(x):\n    return x", F, "'types'"),
+    # randomness and time
+    ("import-random", "import random\ndef f(x):\n    return random.random()", F, "'random'"),
+    ("from-random", "from random import randint\ndef f(x):\n    return randint(0, x)", F, "'random'"),
+    ("import-time", "import time\ndef f(x):\n    return time.time()", F, "'time'"),
+    (
+        "import-datetime",
+        "from datetime import datetime\ndef f(x):\n    return str(datetime.now())",
+        F,
+        "'datetime'",
+    ),
+    ("import-secrets", "import secrets\ndef f(x):\n    return secrets.token_hex()", F, "'secrets'"),
+    ("import-uuid", "import uuid\ndef f(x):\n    return str(uuid.uuid4())", F, "'uuid'"),
+    ("id-builtin", "def f(x):\n    return id(x)", F, "'id'"),
+    ("hash-builtin", "def f(x):\n    return hash(x)", F, "'hash'"),
+    # run-time strings cannot hide from the name rules
+    ("dunder-import-concat", "def f(x):\n    return __import__('subpro' + 'cess')", F, "'__import__'"),
+    ("dunder-import-alias", "g = __import__\ndef f(x):\n    return g('os')", F, "'__import__'"),
+    ("eval", "def f(x):\n    return eval('x + 1')", F, "'eval'"),
+    ("exec", "def f(x):\n    exec('y = 1')\n    return x", F, "'exec'"),
+    ("compile", "def f(x):\n    return compile('1', 'a', 'eval')", F, "'compile'"),
+    ("open", "def f(x):\n    return open('/etc/passwd').read()", F, "'open'"),
+    ("input", "def f(x):\n    return input()", F, "'input'"),
+    ("breakpoint", "def f(x):\n    breakpoint()\n    return x", F, "'breakpoint'"),
+    ("globals", "def f(x):\n    return globals()['f']", F, "'globals'"),
+    ("locals", "def f(x):\n    return locals()", F, "'locals'"),
+    ("vars", "def f(x):\n    return vars()", F, "'vars'"),
+    ("memoryview", "def f(x):\n    return memoryview(b'a')", F, "'memoryview'"),
+    ("exit", "def f(x):\n    exit(0)", F, "'exit'"),
+    ("quit", "def f(x):\n    quit()", F, "'quit'"),
+    ("help", "def f(x):\n    return help", F, "'help'"),
+    ("builtins-name", "def f(x):\n    return __builtins__['eval']('1')", F, "'__builtins__'"),
+    # getattr tricks
+    ("getattr-concat", "def f(x):\n    return getattr(__builtins__, 'ev' + 'al')", F, "non-constant"),
+    ("getattr-variable", "def f(x):\n    name = 'upper'\n    return getattr(x, name)()", F, "non-constant"),
+    ("getattr-dunder-constant", "def f(x):\n    return getattr(x, '__class__')", F, "'__class__'"),
+    (
+        "getattr-frame-constant",
+        "def f(x):\n    g = (i for i in x)\n    return getattr(g, 'gi_frame')",
+        F,
+        "'gi_frame'",
+    ),
+    ("getattr-as-value", "def f(x):\n    g = getattr\n    return g(x, 'real')", F, "'getattr'"),
+    ("getattr-star-args", "def f(x):\n    return getattr(*x)", F, "'getattr'"),
+    ("setattr-dunder", "def f(x):\n    setattr(x, '__class__', int)\n    return x", F, "'__class__'"),
+    ("delattr-variable", "def f(x, n):\n    delattr(x, n)\n    return x", F, "non-constant"),
+    (
+        "attrgetter-dunder",
+        "from operator import attrgetter\ndef f(x):\n    return attrgetter('__class__')(x)",
+        F,
+        "'__class__'",
+    ),
+    # subclass walking, frames, introspection
+    ("subclass-walk", "def f(x):\n    return ().__class__.__bases__[0].__subclasses__()", F, "dunder"),
+    ("object-subclasses", "def f(x):\n    return object.__subclasses__()", F, "'__subclasses__'"),
+    ("function-globals", "def f(x):\n    return f.__globals__['__builtins__']", F, "dunder"),
+    (
+        "init-globals",
+        "class A:\n    def __init__(self):\n        pass\ndef f(x):\n    return A.__init__.__globals__",
+        F,
+        "'__globals__'",
+    ),
+    (
+        "frame-back",
+        "def f(x):\n    g = (i for i in [1])\n    return g.gi_frame.f_back.f_globals",
+        F,
+        "attribute",
+    ),
+    (
+        "traceback-frame",
+        "def f(x):\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n"
+        "        return e.__traceback__.tb_frame",
+        F,
+        "attribute",
+    ),
+    ("code-object", "def f(x):\n    return f.__code__.co_consts", F, "attribute"),
+    ("format-string-attribute", "def f(x):\n    return '{0.__class__.__mro__}'.format(x)", F, "'__class__'"),
+    ("fstring-dunder", "def f(x):\n    return f'{x.__class__}'", F, "'__class__'"),
+    (
+        "match-class-dunder",
+        "def f(x):\n    match x:\n        case object(__class__=c):\n            return c\n    return x",
+        F,
+        "'__class__'",
+    ),
+    ("module-attribute-sys", "import typing\ndef f(x):\n    return typing.sys.modules['os']", F, "'sys'"),
+    ("from-module-sys", "from dataclasses import sys\ndef f(x):\n    return x", F, "'sys'"),
+    ("dunder-name-loader", "def f(x):\n    return __loader__", F, "'__loader__'"),
+    ("dunder-dict", "def f(x):\n    return x.__dict__", F, "'__dict__'"),
+    ("alias-to-forbidden", "import math as eval\ndef f(x):\n    return x", F, "'eval'"),
+    # caps
+    ("too-long", "def f(x):\n    return x\n" + "#" * 20_001, F, "characters"),
+    ("too-many-nodes", "def f(x):\n    return [" + "1, " * 5_000 + "]", F, "AST nodes"),
+    # syntax and entry
+    ("syntax-error", "def f(x) return x", S, "SyntaxError"),
+    ("indentation-error", "def f(x):\nreturn x", S, "line"),
+    ("nul-byte", "def f(x):\n    return x\x00", S, ""),
+    ("no-f", "def g(x):\n    return x", N, "'def f"),
+    ("f-is-lambda", "f = lambda x: x", N, "'def f"),
+    ("f-is-class", "class f:\n    pass", N, "'def f"),
+    ("f-nested-only", "def g():\n    def f(x):\n        return x\n    return f", N, "'def f"),
+    ("async-f", "async def f(x):\n    return x", N, "'def f"),
+    ("empty", "", N, "'def f"),
+]
+
+
+@pytest.mark.parametrize(
+    ("program", "code", "fragment"), [a[1:] for a in ATTACKS], ids=[a[0] for a in ATTACKS]
+)
+def test_attack_is_refused(program: str, code: ErrorCode, fragment: str) -> None:
+    error = check_program(program)
+    assert error is not None, "the gate let the program through"
+    assert error.code == code, error.message
+    assert fragment in error.message
+
+
+def test_design_message_for_forbidden_import() -> None:
+    error = check_program("import os\ndef f(x):\n    return x")
+    assert error is not None
+    assert error.to_dict() == {"code": "forbidden", "message": "import of 'os' is not allowed"}
+
+
+ALLOWED = {
+    "identity": "def f(x):\n    return x",
+    "helpers-and-recursion": """
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+        def f(n):
+            return [fib(i) for i in range(n)]
+    """,
+    "class-with-dunders": """
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class Point:
+            x: int
+            y: int
+
+            def __post_init__(self):
+                if self.x < 0:
+                    raise ValueError("negative")
+
+        class Stack:
+            __slots__ = ("items",)
+
+            def __init__(self):
+                self.items = []
+
+            def __len__(self):
+                return len(self.items)
+
+        class Counted(Stack):
+            def __init__(self):
+                super().__init__()
+
+        def f(pairs):
+            s = Counted()
+            for a, b in pairs:
+                s.items.append(Point(a, b))
+            return len(s), type(s).__name__
+    """,
+    "allowed-imports": """
+        import math
+        import collections.abc
+        from collections import Counter, defaultdict, deque
+        from functools import lru_cache, reduce
+        from itertools import accumulate, combinations, permutations
+        import heapq, bisect, re, string, operator
+        from typing import List, Optional
+        from fractions import Fraction
+        from math import *
+
+        def f(words: List[str], k: int) -> Optional[list]:
+            counts = Counter(w.lower() for w in words)
+            top = heapq.nlargest(k, counts.items(), key=operator.itemgetter(1))
+            return [w for w, _ in top] or None
+    """,
+    "comprehensions-lambdas-walrus": """
+        def f(xs):
+            squares = {x: x * x for x in xs if (y := x % 3) != 1}
+            return sorted(squares.items(), key=lambda kv: (-kv[1], kv[0]))
+    """,
+    "getattr-constant": """
+        class Box:
+            value = 3
+
+        def f(x):
+            setattr(Box, "value", x)
+            return getattr(Box, "value", 0) + getattr(Box(), "missing", 1)
+    """,
+    "print-and-main-idiom": """
+        def f(s):
+            print("debug", s)
+            return s[::-1]
+
+        if __name__ == "__main__":
+            print(f("abc"))
+    """,
+    "exceptions-and-generators": """
+        def gen(n):
+            for i in range(n):
+                yield i * 2
+
+        def f(n):
+            try:
+                return sum(gen(n)) // (n - 3)
+            except ZeroDivisionError as e:
+                return str(e)
+    """,
+    "strings-mentioning-os-and-sys": """
+        def f(s):
+            return s.replace("os", "sys").format(1)
+    """,
+    "regex": """
+        import re
+
+        def f(text):
+            return re.findall(r"[a-z]+", text.lower())
+    """,
+    "match-statement": """
+        def f(cmd):
+            match cmd:
+                case ["go", direction]:
+                    return direction
+                case {"x": x}:
+                    return x
+                case _:
+                    return None
+    """,
+}
+
+
+@pytest.mark.parametrize("program", list(ALLOWED.values()), ids=list(ALLOWED))
+def test_ordinary_program_passes(program: str) -> None:
+    assert check_program(_program(program)) is None
+
+
+def test_every_allowed_module_is_importable_and_passes() -> None:
+    for module in sorted(ALLOWED_IMPORTS):
+        __import__(module)
+        assert check_program(f"import {module}\ndef f(x):\n    return x") is None, module
+
+
+def test_caps_come_from_the_policy() -> None:
+    program = "def f(x):\n    return x + 1\n"
+    assert check_program(program, GatePolicy(max_program_chars=len(program))) is None
+    small = check_program(program, GatePolicy(max_program_chars=len(program) - 1))
+    assert small is not None and small.code == F
+    few_nodes = check_program(program, GatePolicy(max_ast_nodes=3))
+    assert few_nodes is not None and few_nodes.code == F
+    with_os = GatePolicy(allowed_imports=DEFAULT_POLICY.allowed_imports | {"os"})
+    assert check_program("import os.path\ndef f(x):\n    return x", with_os) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_program_chars": 0}, {"max_ast_nodes": 0}, {"entry_name": "not a name"}]
+)
+def test_policy_rejects_nonsense(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"must|identifier"):
+        GatePolicy(**kwargs)  # type: ignore[arg-type]

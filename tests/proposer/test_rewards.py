@@ -1,0 +1,129 @@
+"""The proposer's learnability reward, by hand, and its shaping."""
+
+from __future__ import annotations
+
+import pytest
+
+from azr.executor.errors import ErrorCode, ExecError
+from azr.executor.jobs import Validation
+from azr.executor.task import Task, TaskType
+from azr.proposer.rewards import LearnabilityRollouts, learnability, proposer_reward, solve_rate
+from azr.roles.config import RolesConfig
+from azr.roles.errors import FormatError, FormatFailure
+from azr.roles.outcomes import SolveOutcome
+from azr.roles.shaping import Grade, NoReward, Reward
+
+CONFIG = RolesConfig()
+S, U, X = SolveOutcome.SOLVED, SolveOutcome.UNSOLVED, SolveOutcome.UNJUDGED
+PROPOSAL = Task(TaskType.DEDUCTION, "def f(x):\n    return x * 3", ("4",))
+VALID = Validation(outputs=("12",), error=None)
+
+
+def rollouts(*outcomes: SolveOutcome, temperature: float = 1.0) -> LearnabilityRollouts:
+    return LearnabilityRollouts(tuple(outcomes), temperature)
+
+
+@pytest.mark.parametrize(
+    ("solved", "reward"),
+    [(0, 0.0), (1, 0.875), (4, 0.5), (7, 0.125), (8, 0.0)],
+    ids=["rate 0", "rate 1/8", "rate 1/2", "rate 7/8", "rate 1"],
+)
+def test_learnability_by_hand(solved: int, reward: float) -> None:
+    outcomes = rollouts(*[S] * solved, *[U] * (8 - solved))
+    result = proposer_reward(PROPOSAL, VALID, outcomes, CONFIG)
+    assert isinstance(result, Reward)
+    assert result.value == reward
+    assert result.grade is Grade.PASSABLE
+    assert result.parts["solve_rate"] == solved / 8
+
+
+def test_learnability_formula() -> None:
+    assert [learnability(r) for r in (0.0, 0.25, 1.0)] == [0.0, 0.75, 0.0]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        learnability(1.5)
+
+
+def test_greedy_rollouts_are_refused() -> None:
+    """Reference defect 6: greedy learnability rollouts make the solve rate 0 or 1 and the reward 0."""
+    with pytest.raises(ValueError, match="training temperature"):
+        rollouts(*[S] * 8, temperature=0.0)
+
+
+def test_every_rollout_must_be_reported() -> None:
+    with pytest.raises(ValueError, match="n_learnability_rollouts=8"):
+        proposer_reward(PROPOSAL, VALID, rollouts(S, U, U), CONFIG)
+
+
+def test_unjudged_rollouts_are_left_out_of_the_rate() -> None:
+    assert solve_rate([S, U, X, X, X, X, X, X]) == 0.5
+    result = proposer_reward(PROPOSAL, VALID, rollouts(S, U, X, X, X, X, X, X), CONFIG)
+    assert isinstance(result, Reward)
+    assert (result.value, result.parts["rollouts_judged"]) == (0.5, 2.0)
+
+
+def test_no_judged_rollout_gives_no_reward() -> None:
+    assert solve_rate([X] * 8) is None
+    result = proposer_reward(PROPOSAL, VALID, rollouts(*[X] * 8), CONFIG)
+    assert isinstance(result, NoReward)
+    assert result.error.code is ErrorCode.INFRA_ERROR
+
+
+SHAPED = [
+    ("broken format", FormatFailure(FormatError.NO_CODE_BLOCK, "x"), None, -1.0, FormatError.NO_CODE_BLOCK),
+    (
+        "rejected by the gate",
+        PROPOSAL,
+        Validation(None, ExecError(ErrorCode.FORBIDDEN, "import of 'os' is not allowed")),
+        -0.5,
+        ErrorCode.FORBIDDEN,
+    ),
+    (
+        "nondeterministic",
+        PROPOSAL,
+        Validation(None, ExecError(ErrorCode.NONDETERMINISTIC, "set order")),
+        -0.5,
+        ErrorCode.NONDETERMINISTIC,
+    ),
+    ("times out", PROPOSAL, Validation(None, ExecError(ErrorCode.TIMEOUT, "5 s")), -0.5, ErrorCode.TIMEOUT),
+    (
+        "induction task below the input minimum (not from the parser)",
+        Task(TaskType.INDUCTION, "def f(x):\n    return x", ("1", "2", "3"), message="identity"),
+        Validation(("1", "2", "3"), None),
+        -1.0,
+        FormatError.TOO_FEW_INPUTS,
+    ),
+    (
+        "induction task without a message (not from the parser)",
+        Task(TaskType.INDUCTION, "def f(x):\n    return x", tuple(map(str, range(10)))),
+        Validation(tuple(map(str, range(10))), None),
+        -1.0,
+        FormatError.MISSING_MESSAGE,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("parsed", "validation", "value", "cause"), [s[1:] for s in SHAPED], ids=[s[0] for s in SHAPED]
+)
+def test_shaped_proposer_reward(
+    parsed: Task | FormatFailure, validation: Validation | None, value: float, cause: object
+) -> None:
+    result = proposer_reward(parsed, validation, None, CONFIG)
+    assert isinstance(result, Reward)
+    assert (result.value, result.cause) == (value, cause)
+
+
+def test_infra_error_in_validation_gives_no_reward() -> None:
+    result = proposer_reward(
+        PROPOSAL, Validation(None, ExecError(ErrorCode.INFRA_ERROR, "pipe")), None, CONFIG
+    )
+    assert isinstance(result, NoReward)
+
+
+def test_missing_inputs_of_the_reward_are_caller_bugs() -> None:
+    with pytest.raises(ValueError, match="validated"):
+        proposer_reward(PROPOSAL, None, None, CONFIG)
+    with pytest.raises(ValueError, match="learnability rollouts"):
+        proposer_reward(PROPOSAL, VALID, None, CONFIG)
+    with pytest.raises(ValueError, match="one gold output per input"):
+        proposer_reward(PROPOSAL, Validation(("1", "2"), None), rollouts(*[S] * 8), CONFIG)

@@ -1,0 +1,336 @@
+"""The experience stream against a real Redis: codec, crash recovery, idempotency, staleness, backpressure,
+quarantine. The crash test kills a real consumer subprocess with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from azr.services.config import RedisConfig, StreamConfig
+from azr.services.store import codec
+from azr.services.store.experience_stream import BackpressureTimeoutError, ExperienceStream
+from azr.services.store.keys import Keys
+from azr.services.store.metrics import (
+    STREAM_DUPLICATES,
+    STREAM_STALE,
+    STREAM_TRAINED,
+    Counters,
+    QuarantineReason,
+    quarantined,
+)
+from azr.services.store.replies import as_text
+from tests.services.store.conftest import make_experience
+
+pytestmark = pytest.mark.redis
+
+REPO = Path(__file__).resolve().parents[3]
+FAST = StreamConfig(read_count=64, max_pending=256, block_ms=20, reclaim_idle_ms=300, trained_retention_s=60)
+
+
+def drain(stream: ExperienceStream, current_version: int = 0) -> list[str]:
+    """Read, 'train' and ack until nothing is waiting; returns the trained experience ids in order."""
+    trained: list[str] = []
+    deadline = time.monotonic() + 20
+    while stream.waiting() and time.monotonic() < deadline:
+        batch = stream.read(current_version=current_version)
+        trained += [d.experience.id for d in batch.deliveries]
+        stream.ack(batch)
+    assert stream.waiting() == 0, "the stream did not drain"
+    return trained
+
+
+@pytest.mark.parametrize(("prompt_len", "response_len"), [(0, 1), (7, 5), (300, 700)])
+def test_codec_round_trip_is_exact(prompt_len: int, response_len: int) -> None:
+    exp = make_experience(5, policy_version=12, prompt_len=prompt_len, response_len=response_len)
+    fields = codec.encode(exp)
+    assert len(fields[b"response"]) == 4 * response_len  # packed, not a JSON list
+    back = codec.decode(fields)
+    for name in ("prompt_ids", "response_ids", "behaviour_logprobs"):
+        original, decoded = getattr(exp, name), getattr(back, name)
+        assert decoded.dtype == original.dtype and decoded.flags.writeable
+        assert np.array_equal(decoded, original)
+    assert (back.id, back.run_id, back.policy_version, back.role, back.task_type, back.task_id) == (
+        exp.id,
+        exp.run_id,
+        exp.policy_version,
+        exp.role,
+        exp.task_type,
+        exp.task_id,
+    )
+    assert back.reward == exp.reward and back.reward_parts == exp.reward_parts
+
+
+def _with(**changes: bytes | None) -> dict[bytes, bytes]:
+    fields = codec.encode(make_experience(1))
+    for name, value in changes.items():
+        if value is None:
+            del fields[name.encode()]
+        else:
+            fields[name.encode()] = value
+    return fields
+
+
+MALFORMED: list[tuple[str, dict[bytes, Any], str]] = [
+    ("missing field", _with(reward=None), "missing ['reward']"),
+    ("unknown field", {**_with(), b"extra": b"1"}, "unknown ['extra']"),
+    ("other codec version", _with(v=b"2"), "codec version"),
+    ("ragged array", _with(prompt=b"\x00" * 7), "not a whole number"),
+    ("log-prob per token", _with(logprobs=b"\x00" * 4), "one behaviour log-prob per response token"),
+    ("empty response", _with(response=b"", logprobs=b""), "at least one response token"),
+    ("unknown role", _with(role=b"judge"), "role must be one of"),
+    ("non-finite reward", _with(reward=b"nan"), "reward: not finite"),
+    ("non-integer version", _with(ver=b"1.5"), "ver: not an integer"),
+    ("reward parts not JSON", _with(parts=b"{format"), "parts: not JSON"),
+    ("reward parts nested too deep", _with(parts=b"[" * 4000), "parts: not JSON"),
+    ("reward parts too big", _with(parts=b" " * 5000), "parts: 5000 bytes"),
+    ("str instead of bytes", {**_with(), b"task": "t"}, "task: not bytes"),
+    ("reward parts not numbers", _with(parts=b'{"format": "x"}'), "parts: not an object of finite numbers"),
+    ("id not UTF-8", _with(id=b"\xff\xfe"), "id: not UTF-8"),
+    ("empty id", _with(id=b""), "id: empty"),
+]
+
+
+@pytest.mark.parametrize(("fields", "reason"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_codec_rejects_malformed_entries_with_a_reason(fields: dict[bytes, bytes], reason: str) -> None:
+    with pytest.raises(codec.MalformedEntryError) as caught:
+        codec.decode(fields)
+    assert reason in caught.value.reason
+
+
+def test_malformed_entries_are_quarantined_with_their_reason(client: redis.Redis, keys: Keys) -> None:
+    stream = ExperienceStream(client, keys, FAST)
+    stream.add([make_experience(0)])
+    bad = [m[1] for m in MALFORMED[:3]]
+    bad_ids = [as_text(client.xadd(keys.experiences(), dict(fields.items()))) for fields in bad]
+    stream.add([make_experience(1)])
+
+    batch = stream.read(current_version=0)
+    assert [d.experience.id for d in batch.deliveries] == ["exp-0", "exp-1"]
+    assert batch.quarantined == 3
+    assert stream.waiting() == 2  # the quarantined entries are acknowledged and gone
+    held = {q.source_id: q for q in stream.quarantined()}
+    assert set(held) == set(bad_ids)
+    for source_id, fields, (_, _, reason) in zip(bad_ids, bad, MALFORMED[:3], strict=True):
+        entry = held[source_id]
+        assert entry.reason is QuarantineReason.MALFORMED and reason in entry.detail
+        assert entry.fields == fields  # kept as they were, for inspection
+    assert Counters(client, keys).get(quarantined(QuarantineReason.MALFORMED)) == 3
+
+
+def test_consumer_killed_mid_batch_loses_nothing_and_trains_nothing_twice(
+    client: redis.Redis, keys: Keys, redis_config: RedisConfig, tmp_path: Path
+) -> None:
+    n, batch, mini_batch, ack_steps = 48, 24, 8, 1
+    stream = ExperienceStream(client, keys, FAST, consumer="survivor")
+    stream.add([make_experience(i) for i in range(n)])
+    journal = tmp_path / "journal.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.services.store.crashing_consumer",
+            f"--url={redis_config.url}",
+            f"--prefix={keys.prefix}",
+            f"--journal={journal}",
+            f"--stream-config={FAST.model_dump_json()}",
+            f"--batch={batch}",
+            f"--mini-batch={mini_batch}",
+            f"--ack-steps={ack_steps}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "STEPPED", "the consumer did not reach its crash point"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    acked = [i for e in events if e["event"] == "acked" for i in e["ids"]]
+    stepped = [i for e in events if e["event"] == "stepped" for i in e["ids"]]
+    assert len(acked) == ack_steps * mini_batch and len(stepped) == (ack_steps + 1) * mini_batch
+    lost_step = [i for i in stepped if i not in acked]  # trained by the dead process, never acknowledged
+
+    time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)
+    first = stream.read(current_version=0)
+    # Its whole unacknowledged batch is taken over first (second delivery), then new entries follow.
+    assert first.reclaimed == batch - len(acked)
+    reclaimed = first.deliveries[: first.reclaimed]
+    assert {d.experience.id for d in reclaimed} == {f"exp-{i}" for i in range(batch)} - set(acked)
+    assert [d.deliveries for d in first.deliveries] == [2] * first.reclaimed + [1] * (
+        len(first) - first.reclaimed
+    )
+    stream.ack(first)
+    survivor = [d.experience.id for d in first.deliveries] + drain(stream)
+
+    # Exactly once: what the dead consumer committed plus what the survivor trained is every experience
+    # once; the step that died with the process is redone, committed work is not.
+    lineage = Counter(acked + survivor)
+    assert set(lineage) == {f"exp-{i}" for i in range(n)} and set(lineage.values()) == {1}
+    assert set(lost_step) <= set(survivor)
+    counters = Counters(client, keys)
+    assert counters.get(STREAM_TRAINED) == n and counters.get(STREAM_DUPLICATES) == 0
+    assert client.zcard(keys.trained()) == n
+
+
+def test_redelivered_or_repeated_experiences_are_skipped(client: redis.Redis, keys: Keys) -> None:
+    stream = ExperienceStream(client, keys, FAST)
+    stream.add([make_experience(i) for i in range(4)])
+    assert drain(stream) == [f"exp-{i}" for i in range(4)]
+    # A producer that retried its add: the same experiences again, one of them twice in one batch.
+    stream.add([make_experience(2), make_experience(3), make_experience(4), make_experience(4)])
+    batch = stream.read(current_version=0)
+    assert [d.experience.id for d in batch.deliveries] == ["exp-4"]
+    assert batch.duplicates == 3 and stream.waiting() == 1
+    stream.ack(batch)
+    assert Counters(client, keys).get(STREAM_TRAINED) == 5
+
+
+def test_a_slow_consumers_late_ack_is_recognised(client: redis.Redis, keys: Keys) -> None:
+    slow = ExperienceStream(client, keys, FAST, consumer="slow")
+    fast = ExperienceStream(client, keys, FAST, consumer="fast")
+    slow.add([make_experience(i) for i in range(3)])
+    taken = slow.read(current_version=0)
+    time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)
+    retaken = fast.read(current_version=0)
+    assert retaken.reclaimed == 3
+    assert fast.ack(retaken).trained == 3
+    late = slow.ack(taken)
+    assert (late.trained, late.duplicates) == (0, 3)
+    assert Counters(client, keys).get(STREAM_TRAINED) == 3
+
+
+def test_entries_delivered_too_often_are_quarantined(client: redis.Redis, keys: Keys) -> None:
+    config = FAST.model_copy(update={"max_deliveries": 2})
+    stream = ExperienceStream(client, keys, config)
+    stream.add([make_experience(0)])
+    for consumer, expected in (("a", 1), ("b", 2)):  # each "crashes": reads and never acks
+        batch = ExperienceStream(client, keys, config, consumer=consumer).read(current_version=0)
+        assert [d.deliveries for d in batch.deliveries] == [expected]
+        time.sleep(config.reclaim_idle_ms / 1000 + 0.1)
+    batch = ExperienceStream(client, keys, config, consumer="c").read(current_version=0)
+    assert len(batch) == 0 and batch.quarantined == 1
+    (entry,) = stream.quarantined()
+    assert entry.reason is QuarantineReason.MAX_DELIVERIES and "delivered 3 times" in entry.detail
+    assert codec.decode(entry.fields).id == "exp-0"
+    assert stream.waiting() == 0
+
+
+def test_stale_experiences_are_dropped_acked_and_counted(client: redis.Redis, keys: Keys) -> None:
+    stream = ExperienceStream(client, keys, FAST.model_copy(update={"max_staleness": 1}))
+    stream.add([make_experience(i, policy_version=v) for i, v in enumerate([0, 3, 4, 5, 2, 6])])
+    batch = stream.read(current_version=5)
+    assert sorted(d.experience.policy_version for d in batch.deliveries) == [4, 5, 6]
+    assert batch.stale == 3
+    assert stream.waiting() == 3  # the stale ones are acknowledged and deleted, not left pending
+    assert Counters(client, keys).get(STREAM_STALE) == 3
+
+
+def test_producer_waits_for_the_trainer_then_times_out_clearly(client: redis.Redis, keys: Keys) -> None:
+    config = FAST.model_copy(update={"max_pending": 8, "read_count": 4})
+    stream = ExperienceStream(client, keys, config)
+    stream.add([make_experience(i) for i in range(8)])
+    done = threading.Event()
+
+    def produce() -> None:
+        stream.add([make_experience(i) for i in range(8, 12)], timeout_s=10)
+        done.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        batch = stream.read(current_version=0)
+        assert not done.wait(0.3), "the producer must wait while max_pending experiences are untrained"
+        assert stream.waiting() == 8  # read but unacknowledged still counts as waiting
+        stream.ack(batch)
+        assert done.wait(5), "the producer must resume once the trainer acknowledges"
+    finally:
+        producer.join()
+    assert stream.waiting() == 8
+
+    start = time.monotonic()
+    with pytest.raises(
+        BackpressureTimeoutError, match=r"8 experiences are waiting untrained .*max_pending=8"
+    ):
+        stream.add([make_experience(99)], timeout_s=0.2)
+    assert 0.2 <= time.monotonic() - start < 2
+    assert stream.waiting() == 8
+
+
+def test_a_batch_larger_than_max_pending_goes_in_by_chunks(client: redis.Redis, keys: Keys) -> None:
+    config = FAST.model_copy(update={"max_pending": 8, "read_count": 8})
+    stream = ExperienceStream(client, keys, config)
+    trained: list[str] = []
+
+    def consume() -> None:
+        deadline = time.monotonic() + 10
+        while len(trained) < 20 and time.monotonic() < deadline:
+            batch = stream.read(current_version=0)
+            assert stream.waiting() <= 8
+            trained.extend(d.experience.id for d in batch.deliveries)
+            stream.ack(batch)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    stream.add([make_experience(i) for i in range(20)], timeout_s=10)
+    consumer.join()
+    assert trained == [f"exp-{i}" for i in range(20)]
+
+
+def test_config_rejects_settings_that_would_stall() -> None:
+    with pytest.raises(ValueError, match="raise max_pending"):
+        StreamConfig(max_pending=10, read_count=64)
+    with pytest.raises(ValueError, match=r"must exceed stream\.block_ms"):
+        StreamConfig(block_ms=1000, reclaim_idle_ms=500)
+
+
+def test_a_deleted_stream_is_recreated_with_its_group(client: redis.Redis, keys: Keys) -> None:
+    stream = ExperienceStream(client, keys, FAST)
+    client.delete(keys.experiences())  # e.g. an operator cleared it: the consumer group goes with it
+    assert len(stream.read(current_version=0, block_ms=0)) == 0
+    stream.add([make_experience(0)])
+    assert [d.experience.id for d in stream.read(current_version=0).deliveries] == ["exp-0"]
+
+
+def test_large_batches_ack_in_one_call(client: redis.Redis, keys: Keys) -> None:
+    config = FAST.model_copy(update={"read_count": 2500, "max_pending": 2500})
+    stream = ExperienceStream(client, keys, config)
+    stream.add([make_experience(i, prompt_len=1, response_len=1) for i in range(2500)])
+    batch = stream.read(current_version=0)
+    assert len(batch) == 2500
+    assert stream.ack(batch).trained == 2500
+    assert stream.waiting() == 0 and client.xpending(keys.experiences(), config.group)["pending"] == 0
+
+
+def test_idle_consumers_holding_nothing_are_forgotten(
+    client: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("azr.services.store.experience_stream._PRUNE_EVERY_S", 0.0)
+    ExperienceStream(client, keys, FAST, consumer="ghost").read(current_version=0, block_ms=0)
+    holder = ExperienceStream(client, keys, FAST, consumer="holder")
+    holder.add([make_experience(0)])
+    assert len(holder.read(current_version=0)) == 1  # pending on "holder" from now on
+    time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)
+    ExperienceStream(client, keys, FAST, consumer="live").read(current_version=0, n=1)
+
+    def names() -> set[str]:
+        return {as_text(c["name"]) for c in client.xinfo_consumers(keys.experiences(), FAST.group)}
+
+    # "holder" had its entry reclaimed by that read; it is forgotten by the next prune, "ghost" already.
+    assert "ghost" not in names() and "live" in names()

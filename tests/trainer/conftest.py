@@ -1,0 +1,66 @@
+"""Fixtures for the trainer tests: the real tiny model (built once per session) and batches of experiences."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from azr.trainer.config import TrainerConfig
+from azr.trainer.experience import ROLES, TASK_TYPES, Experience
+from azr.trainer.tiny import build_tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def make_config(tiny_model_dir: Path) -> Callable[..., TrainerConfig]:
+    """A CPU config for the tiny model; keyword arguments override fields."""
+
+    def make(**overrides: Any) -> TrainerConfig:
+        fields: dict[str, Any] = {
+            "model": str(tiny_model_dir),
+            "device": "cpu",
+            "gradient_checkpointing": False,
+            "lr": 1e-4,
+            "mini_batch_size": 12,
+            "micro_batch_size": 12,
+        }
+        return TrainerConfig(**(fields | overrides))
+
+    return make
+
+
+def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -> list[Experience]:
+    """``per_group`` experiences in each of the six (role, task type) groups, varied lengths and rewards."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for role in ROLES:
+        for task_type in TASK_TYPES:
+            for k in range(per_group):
+                prompt_len, response_len = int(rng.integers(4, 24)), int(rng.integers(2, 16))
+                out.append(
+                    Experience(
+                        id=f"{role}-{task_type}-{k}",
+                        run_id="test",
+                        policy_version=0,
+                        role=role,
+                        task_type=task_type,
+                        prompt_ids=rng.integers(3, vocab, prompt_len),
+                        response_ids=rng.integers(3, vocab, response_len),
+                        behaviour_logprobs=-rng.random(response_len) * 6.0,
+                        reward=float(rng.choice([-1.0, -0.5, 0.0, 1.0])),
+                    )
+                )
+    return out
+
+
+def params_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
