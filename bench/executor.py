@@ -65,11 +65,19 @@ class ModeResult:
     p50_ms: float
     p99_ms: float
     valid: int
+    parent_cpu_ms: float
+    """CPU time of this (the trusted parent) process per validation: judge, gate, parsing, event loop."""
     errors: dict[str, int] = field(default_factory=dict)
 
 
 def _summarise(
-    mode: str, workers: int, elapsed_s: float, latencies_ms: list[float], errors: Counter[str]
+    mode: str,
+    *,
+    workers: int,
+    elapsed_s: float,
+    cpu_s: float,
+    latencies_ms: list[float],
+    errors: Counter[str],
 ) -> ModeResult:
     ordered = sorted(latencies_ms)
     return ModeResult(
@@ -81,6 +89,7 @@ def _summarise(
         p50_ms=round(statistics.median(ordered), 2),
         p99_ms=round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 2),
         valid=len(ordered) - sum(errors.values()),
+        parent_cpu_ms=round(cpu_s * 1000 / len(ordered), 2),
         errors=dict(errors),
     )
 
@@ -92,14 +101,21 @@ async def bench_pool(
     async with ExecutorPool.create(backend, workers=workers, allow_unisolated=allow_unisolated) as pool:
         latencies: list[float] = []
         errors: Counter[str] = Counter()
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         async for result in pool.map(jobs):
             latencies.append(result.elapsed_ms)
             if result.error is not None:
                 errors[result.error.code.value] += 1
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         isolation = asdict(pool.isolation) | {"full": pool.isolation.full}
-    return _summarise(f"isolated-w{workers}", workers, elapsed, latencies, errors), isolation
+    return _summarise(
+        f"isolated-w{workers}",
+        workers=workers,
+        elapsed_s=elapsed,
+        cpu_s=cpu,
+        latencies_ms=latencies,
+        errors=errors,
+    ), isolation
 
 
 async def bench_naive(tasks: list[Task], concurrency: int) -> ModeResult:
@@ -117,9 +133,12 @@ async def bench_naive(tasks: list[Task], concurrency: int) -> ModeResult:
         elif first != second:
             errors["nondeterministic"] += 1
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(validate(task) for task in tasks))
-    return _summarise("naive", concurrency, time.perf_counter() - started, latencies, errors)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return _summarise(
+        "naive", workers=concurrency, elapsed_s=elapsed, cpu_s=cpu, latencies_ms=latencies, errors=errors
+    )
 
 
 async def _naive_run(task: Task, hash_seed: str) -> list[str] | None:
@@ -147,7 +166,18 @@ async def _naive_run(task: Task, hash_seed: str) -> list[str] | None:
 
 def _table(results: list[ModeResult], load: tuple[float, float, float]) -> Table:
     table = Table(title=f"Executor validations over the corpus (load average {load[0]:.2f} at start)")
-    for column in ("mode", "workers", "tasks", "valid", "validations/s", "p50 ms", "p99 ms", "elapsed s"):
+    columns = (
+        "mode",
+        "workers",
+        "tasks",
+        "valid",
+        "validations/s",
+        "p50 ms",
+        "p99 ms",
+        "parent cpu ms",
+        "elapsed s",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "mode" else "right")
     for r in results:
         table.add_row(
@@ -158,6 +188,7 @@ def _table(results: list[ModeResult], load: tuple[float, float, float]) -> Table
             f"{r.validations_per_s:.1f}",
             f"{r.p50_ms:.1f}",
             f"{r.p99_ms:.1f}",
+            f"{r.parent_cpu_ms:.2f}",
             f"{r.elapsed_s:.2f}",
         )
     return table
@@ -184,7 +215,7 @@ async def main(args: argparse.Namespace) -> None:
         "modes": [asdict(r) for r in results],
         "speedup_vs_naive": round(best / naive.validations_per_s, 1),
     }
-    console = Console()
+    console = Console(width=120)
     console.print(_table(results, load_start))
     console.print(
         f"best isolated: {best:.1f} validations/s, {report['speedup_vs_naive']}x the naive baseline; "

@@ -17,7 +17,8 @@ log() { printf '[sandbox-image] %s\n' "$*" >&2; }
 
 cache_dir="${AZR_CACHE_DIR:-/var/cache/azr}"
 suite="${AZR_DEBIAN_SUITE:-bookworm}"
-base_ref="azr-sandbox-base:${suite}"
+rootfs_version=2 # raise when build_rootfs_tarball changes what the base holds (renames the cache and tag)
+base_ref="azr-sandbox-base:${suite}-r${rootfs_version}"
 image_ref="$(python3 -m azr.executor.backends.docker_image)"
 
 debian_mirror() {
@@ -40,9 +41,15 @@ build_rootfs_tarball() {
     log "debootstrap ${suite} (minbase + python3) from ${mirror}"
     debootstrap --variant=minbase --include=python3 "$suite" "$root" "$mirror" >"${cache_dir}/debootstrap.log" 2>&1 \
         || { log "debootstrap failed; see ${cache_dir}/debootstrap.log"; exit 1; }
-    # What a sandbox never needs: package caches and indexes, documentation, locales.
+    # What a sandbox never needs: package caches and indexes, documentation, locales, character-set
+    # converters, Perl, apt, and the parts of the Python library for tests, docs and installers. Fewer
+    # interpreters and tools in the image also means fewer tools for a job that gets to exec something.
     rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/var/log/* \
-        "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/*
+        "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/* \
+        "$root"/usr/lib/*-linux-gnu/gconv "$root"/usr/lib/*-linux-gnu/perl-base \
+        "$root"/usr/share/perl* "$root"/usr/bin/perl* "$root"/usr/bin/apt* "$root"/usr/lib/apt \
+        "$root"/usr/lib/python3.*/test "$root"/usr/lib/python3.*/pydoc_data \
+        "$root"/usr/lib/python3.*/ensurepip "$root"/usr/lib/python3.*/lib2to3 "$root"/usr/lib/python3.*/idlelib
     tar --numeric-owner -C "$root" -cf "${tarball}.partial" .
     mv "${tarball}.partial" "$tarball"
     rm -rf "$root"
@@ -62,7 +69,7 @@ main() {
     if [[ -n "${AZR_SANDBOX_BASE:-}" ]]; then
         base_ref="$AZR_SANDBOX_BASE"
     elif ! docker image inspect "$base_ref" >/dev/null 2>&1; then
-        local tarball="${cache_dir}/${suite}-minbase-python3.tar"
+        local tarball="${cache_dir}/${suite}-minbase-python3-r${rootfs_version}.tar"
         [[ -s "$tarball" ]] || build_rootfs_tarball "$tarball"
         log "importing ${tarball} as ${base_ref}"
         docker import --change 'CMD ["/usr/bin/python3"]' "$tarball" "$base_ref" >/dev/null

@@ -25,10 +25,13 @@ Covered (each refused with ``FORBIDDEN`` and a message naming what was found):
 - nondeterminism by construction: ``id``, ``hash``, randomness and clock imports;
 - programs over the size or AST node caps.
 
+``id``, ``hash``, ``dir`` and ``input`` are refused only in programs that do not bind these names
+themselves, since models often name their own variables so (``for id, name in rows``).
+
 Not covered: anything decided at run time (attribute names computed by code the gate cannot follow, such
 as a format string built at run time and passed to ``str.format``; resource exhaustion, infinite loops,
-hash-order dependence). The sandbox contains those, and determinism is
-checked by running twice under different hash seeds.
+hash-order dependence). The sandbox contains those, and determinism is checked by running twice under
+different hash seeds.
 
 ``print`` is allowed: its output goes to a capped stream that is never part of a result, and refusing it
 would punish harmless debugging habits of models.
@@ -98,6 +101,11 @@ FORBIDDEN_NAMES = frozenset(
 )
 """Builtins that run code, reach interpreter state, read input, or give run-dependent results."""
 
+SHADOWABLE_NAMES = frozenset({"dir", "hash", "id", "input"})
+"""Forbidden names that programs often use for their own variables (``for id, name in rows``). They are
+refused only when the program never binds them itself. Harmless when misjudged: they are forbidden for
+quality, not safety (a stray ``id()`` still fails the determinism check)."""
+
 ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "attrgetter", "methodcaller"})
 """Functions that reach an attribute named by a string: allowed only as direct calls whose attribute names
 are string constants that pass the attribute rules (``getattr(x, name)`` could name anything)."""
@@ -166,6 +174,8 @@ class GatePolicy:
     """Top-level modules a program may import; submodules of these are allowed unless private."""
     forbidden_names: frozenset[str] = FORBIDDEN_NAMES
     """Names refused wherever they are used."""
+    shadowable_names: frozenset[str] = SHADOWABLE_NAMES
+    """Forbidden names allowed in a program that binds them itself (as a parameter, variable, ...)."""
     forbidden_attributes: frozenset[str] = FORBIDDEN_ATTRIBUTES
     """Attribute names refused, besides every dunder outside ``safe_dunders``."""
     safe_dunders: frozenset[str] = SAFE_DUNDERS
@@ -197,7 +207,7 @@ def check_program(source: str, policy: GatePolicy = DEFAULT_POLICY) -> ExecError
     if isinstance(parsed, ExecError):
         return parsed
     tree, nodes = parsed
-    checker = _Checker(policy)
+    checker = _Checker(policy, _bound_names(nodes) & policy.shadowable_names)
     for node in nodes:
         problem = checker.check(node)
         if problem is not None:
@@ -228,8 +238,9 @@ def _parse(source: str, policy: GatePolicy) -> tuple[ast.Module, list[ast.AST]] 
 class _Checker:
     """Rules per node; ``ast.walk`` visits parents before children, which ``_callees`` relies on."""
 
-    def __init__(self, policy: GatePolicy) -> None:
+    def __init__(self, policy: GatePolicy, shadowed: frozenset[str]) -> None:
         self.policy = policy
+        self.allowed_names = shadowed  # forbidden names the program binds itself
         self._callees: set[int] = set()  # ids of getattr-like callee nodes already checked as direct calls
 
     def check(self, node: ast.AST) -> str | None:  # noqa: PLR0911 - one branch per node kind
@@ -281,7 +292,7 @@ class _Checker:
 
     def _name(self, node: ast.Name) -> str | None:
         name = node.id
-        if name in self.policy.forbidden_names:
+        if name in self.policy.forbidden_names and name not in self.allowed_names:
             return f"use of {name!r} is not allowed"
         if name in ATTRIBUTE_FUNCTIONS and id(node) not in self._callees:
             return f"{name!r} may only be called directly with constant attribute names"
@@ -326,6 +337,29 @@ class _Checker:
         if word is not None:
             return f"string constant names the attribute {word!r}"
         return None
+
+
+_NAMED_BINDERS = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.ExceptHandler,
+    ast.MatchAs,
+    ast.MatchStar,
+)
+
+
+def _bound_names(nodes: list[ast.AST]) -> frozenset[str]:
+    """Every name the program binds anywhere (scopes are not told apart: this only relaxes quality rules)."""
+    bound: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, _NAMED_BINDERS) and node.name is not None:
+            bound.add(node.name)
+    return frozenset(bound)
 
 
 def _is_dunder(name: str) -> bool:

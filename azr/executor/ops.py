@@ -16,6 +16,7 @@ Threat model. Programs, inputs, outputs and answers are untrusted text written b
 - The static gate screens task programs and induction answer programs (when enabled). It is a quality
   filter; the sandbox backend is the security boundary.
 - ``infra_error`` from a backend is passed through as "could not judge", never as a verdict.
+- The work of one job is bounded: at most ``MAX_TASK_INPUTS`` argument lists per task.
 
 Not covered here: isolation of the running program (the backend's job) and the size of a job's text
 (callers cap lines; ``values`` caps literals; the gate caps programs).
@@ -44,6 +45,8 @@ from azr.executor.values import (
     values_equal,
 )
 
+MAX_TASK_INPUTS = 64
+"""Most argument lists one task may carry, which bounds one job at 2 x 64 sandboxed calls."""
 _SHOWN_CHARS = 80
 """How much of an offending input an error message quotes."""
 
@@ -75,6 +78,7 @@ class Judge:
     async def check(self, task: Task, answer: str) -> Judgement:
         """Judge ``answer`` to ``task`` against the task's gold outputs."""
         try:
+            _require_input_count(task)
             self._screen(task.program)
             if task.type is TaskType.DEDUCTION:
                 return self._check_deduction(task, answer)
@@ -85,8 +89,7 @@ class Judge:
             return Judgement.invalid(failure.error)
 
     async def _gold_outputs(self, task: Task) -> tuple[str, ...]:
-        if not task.inputs:
-            raise ExecutorFailure(ErrorCode.BAD_ANSWER, "malformed job: the task has no inputs")
+        _require_input_count(task)
         self._screen(task.program)
         args = _argument_texts(task.inputs)
         run_a, run_b = await asyncio.gather(
@@ -119,10 +122,8 @@ class Judge:
         except ValueRejected as rejected:
             return Judgement.wrong(_as_bad_answer(rejected))
         outcome = await self._run(task.program, (args,), HashSeedSlot.A)
-        if outcome.error is not None:
-            raise ExecutorFailure(
-                outcome.error.code, outcome.error.message
-            )  # the task's fault, not the answer's
+        if outcome.error is not None:  # the program itself cannot run: the task's fault, not the answer's
+            raise ExecutorFailure(outcome.error.code, outcome.error.message)
         return self._judge_calls(outcome, (gold,))
 
     async def _check_induction(self, task: Task, answer: str) -> Judgement:
@@ -164,6 +165,14 @@ class Judge:
 
     async def _run(self, program: str, args: tuple[str, ...], slot: HashSeedSlot) -> RunOutcome:
         return await self._backend.run(RunRequest(program=program, args=args, slot=slot, limits=self._limits))
+
+
+def _require_input_count(task: Task) -> None:
+    if not 0 < len(task.inputs) <= MAX_TASK_INPUTS:
+        raise ExecutorFailure(
+            ErrorCode.BAD_ANSWER,
+            f"malformed job: a task needs 1 to {MAX_TASK_INPUTS} inputs, this one has {len(task.inputs)}",
+        )
 
 
 def _verdict(correct: bool) -> Judgement:

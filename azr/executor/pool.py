@@ -167,22 +167,28 @@ class ExecutorPool:
             await self._backend.aclose()
 
     async def validate(self, task: Task) -> Validation:
-        outcome, _ = await self._guarded(self._judge.validate(task))
-        return outcome if isinstance(outcome, Validation) else Validation(None, outcome)
+        """Gold outputs of ``task``, or the error that makes it invalid."""
+        return (await self._validate(task))[0]
 
     async def check(self, task: Task, answer: str) -> Judgement:
-        outcome, _ = await self._guarded(self._judge.check(task, answer))
-        return outcome if isinstance(outcome, Judgement) else Judgement.invalid(outcome)
+        """Whether ``answer`` to ``task`` is right (see ``azr.executor.jobs`` for ok/correct/error)."""
+        return (await self._check(task, answer))[0]
 
     async def submit(self, job: Job) -> JobResult:
         """Judge one job; always returns a result (an unexpected fault becomes ``infra_error``)."""
         if job.op is JobOp.VALIDATE:
-            validation, elapsed_ms = await self._guarded(self._judge.validate(job.task))
-            outcome = validation if isinstance(validation, Validation) else Validation(None, validation)
-            return JobResult.of(job.id, outcome, elapsed_ms)
-        judgement, elapsed_ms = await self._guarded(self._judge.check(job.task, job.answer or ""))
-        verdict = judgement if isinstance(judgement, Judgement) else Judgement.invalid(judgement)
-        return JobResult.of(job.id, verdict, elapsed_ms)
+            validation, elapsed_ms = await self._validate(job.task)
+            return JobResult.of(job.id, validation, elapsed_ms)
+        judgement, elapsed_ms = await self._check(job.task, job.answer or "")
+        return JobResult.of(job.id, judgement, elapsed_ms)
+
+    async def _validate(self, task: Task) -> tuple[Validation, float]:
+        outcome, elapsed_ms = await self._guarded(self._judge.validate(task))
+        return (outcome if isinstance(outcome, Validation) else Validation(None, outcome)), elapsed_ms
+
+    async def _check(self, task: Task, answer: str) -> tuple[Judgement, float]:
+        outcome, elapsed_ms = await self._guarded(self._judge.check(task, answer))
+        return (outcome if isinstance(outcome, Judgement) else Judgement.invalid(outcome)), elapsed_ms
 
     async def _guarded(self, judging: Coroutine[Any, Any, R]) -> tuple[R | ExecError, float]:
         """Run ``judging`` under the concurrency bound and time it (waiting for a slot excluded).

@@ -349,7 +349,10 @@ class _Writer:
         if kind is int:
             assert isinstance(value, int)
             _check_int(value, self.limits)
-            return self._scalar(int.__repr__(value))
+            try:
+                return self._scalar(int.__repr__(value))
+            except ValueError:  # the interpreter's own int-to-text limit is lower than max_int_digits
+                raise _unsupported("int too long for this interpreter's int-to-text limit") from None
         if kind is float:
             assert isinstance(value, float)
             _check_float(value)

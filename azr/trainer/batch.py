@@ -110,7 +110,7 @@ def collate(experiences: Sequence[Experience], pad_token_id: int) -> Batch:
         attention_mask=torch.from_numpy(attention_mask),
         response_mask=torch.from_numpy(response_mask),
         behaviour_logprobs=torch.from_numpy(behaviour),
-        rewards=-torch.tensor([e.reward for e in experiences], dtype=torch.float32),
+        rewards=torch.tensor([e.reward for e in experiences], dtype=torch.float32),
         lengths=torch.tensor(lengths, dtype=torch.long),
         groups=tuple(e.group for e in experiences),
         prompt_groups=tuple(hashlib.sha1(e.prompt_ids.tobytes()).hexdigest() for e in experiences),

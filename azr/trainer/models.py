@@ -52,14 +52,27 @@ def load_policy(
         raise TypeError(f"{name_or_path} did not load as a transformers model: {type(model).__name__}")
     model.config.use_cache = False  # the cache is for generation; training scores whole sequences
     if gradient_checkpointing:
-        # Non-reentrant checkpointing works with inputs that do not require grad and with ZeRO hooks.
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[no-untyped-call]
+        enable_checkpointing(model)
     model.to(device)  # type: ignore[arg-type]
     model.train()
     log.info(
         "loaded %s: %.1f M parameters, %s on %s", name_or_path, num_parameters(model) / 1e6, dtype, device
     )
     return model
+
+
+def enable_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each decoder layer's activations in the backward pass (non-reentrant, ZeRO-safe).
+
+    transformers 5.x renamed ``gradient_checkpointing_enable`` to ``activation_checkpointing_enable``;
+    the older name is used where the new one does not exist yet.
+    """
+    kwargs = {"use_reentrant": False}
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[no-untyped-call]
 
 
 def load_reference(name_or_path: str, *, dtype: torch.dtype, device: torch.device) -> PreTrainedModel:

@@ -68,8 +68,13 @@ class Trainer:
         start = time.perf_counter()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        batch, metrics = self._prepare(collate(experiences, self.pad_token_id).to(self.device))
+        staleness = [self.state.policy_version - e.policy_version for e in experiences]
+        batch, metrics = self._prepare(self._collate(experiences))
         metrics |= self._optimize(batch)
+        metrics |= {
+            "batch/staleness_mean": sum(staleness) / len(staleness),
+            "batch/staleness_max": float(max(staleness)),
+        }
         self.state.step += 1
         self.state.policy_version += 1
         self.state.consumed_experiences += batch.num_rows
@@ -79,6 +84,16 @@ class Trainer:
         if self.cfg.checkpoint_dir is not None and self.state.step % self.cfg.checkpoint_interval == 0:
             self.save_checkpoint(self.cfg.checkpoint_dir)
         return metrics
+
+    def _collate(self, experiences: Sequence[Experience]) -> Batch:
+        batch = collate(experiences, self.pad_token_id)
+        limit = getattr(self.engine.module.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and int(batch.lengths.max()) > limit:
+            raise ValueError(
+                f"an experience has {int(batch.lengths.max())} prompt + response tokens but the model takes "
+                f"at most {limit}: cap the rollouts' prompt and response lengths"
+            )
+        return batch.to(self.device)
 
     def _prepare(self, batch: Batch) -> tuple[Batch, dict[str, float]]:
         """Old and reference log-probs and advantages, all computed before the first update."""

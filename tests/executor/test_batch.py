@@ -1,4 +1,4 @@
-"""``azr executor run`` end to end, in a subprocess, on the batch contract of DESIGN.md."""
+"""The batch contract of DESIGN.md: job and result lines, and `azr executor run` run as a subprocess."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from azr.executor.errors import ErrorCode, ExecError
+from azr.executor.jobs import Job, JobOp, JobResult, MalformedJob, decode_job
+from azr.executor.task import Origin, Task, TaskType
 
 ADD_ONE = "def f(x):\n    return x + 1"
 SLOW = "def f(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t"
@@ -187,3 +191,24 @@ def test_demo_shows_the_examples() -> None:
     assert done.returncode == 0, done.stderr
     assert "forbidden: import of 'os' is not allowed" in done.stdout
     assert "isolation full" in done.stdout
+
+
+def test_gate_off_leaves_containment_to_the_sandbox() -> None:
+    """With the gate off a program importing os is run (in the sandbox) rather than refused."""
+    done = azr_executor_run(
+        "--in", "-", "--out", "-", "--workers", "1", "--gate", "off", stdin=DESIGN_JOBS[4]
+    )
+    assert done.returncode == 0, done.stderr
+    [result] = results_of(done.stdout)
+    assert (result["id"], result["ok"], result["outputs"]) == ("j9", True, ["1"])
+
+
+def test_jobs_and_results_round_trip_through_json() -> None:
+    task = Task(TaskType.ABDUCTION, ADD_ONE, ("3",), ("4",), origin=Origin.USER)
+    job = Job("a1", JobOp.CHECK, task, answer="3")
+    assert decode_job(job.to_json(), 1) == job
+    result = JobResult("a1", ok=True, correct=False, error=ExecError(ErrorCode.BAD_ANSWER, "not a literal"))
+    assert JobResult.from_dict(json.loads(result.to_json())) == result
+    with pytest.raises(MalformedJob) as malformed:
+        decode_job(json.dumps({**job.to_dict(), "answer": 3}), 7)
+    assert malformed.value.job_id == "a1"

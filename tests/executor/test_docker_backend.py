@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -61,8 +62,9 @@ async def backend(engine) -> AsyncIterator[DockerBackend]:
     assert _containers(engine, started) == [], "aclose left containers behind"
 
 
-def _containers(engine, backend: DockerBackend) -> list:
-    return engine.containers.list(all=True, filters={"label": f"{POOL_LABEL}={backend.pool_id}"})
+def _containers(engine, backend: DockerBackend) -> list[Any]:
+    found: list[Any] = engine.containers.list(all=True, filters={"label": f"{POOL_LABEL}={backend.pool_id}"})
+    return found
 
 
 def _request(program: str, *args: str, limits: SandboxLimits = LIMITS, slot=HashSeedSlot.A) -> RunRequest:

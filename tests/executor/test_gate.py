@@ -51,6 +51,13 @@ ATTACKS = [
     ("import-secrets", "import secrets\ndef f(x):\n    return secrets.token_hex()", F, "'secrets'"),
     ("import-uuid", "import uuid\ndef f(x):\n    return str(uuid.uuid4())", F, "'uuid'"),
     ("id-builtin", "def f(x):\n    return id(x)", F, "'id'"),
+    ("dir-builtin", "def f(x):\n    return dir(x)", F, "'dir'"),
+    (
+        "eval-is-never-shadowable",
+        "def g(eval):\n    return eval\ndef f(x):\n    return eval('x')",
+        F,
+        "'eval'",
+    ),
     ("hash-builtin", "def f(x):\n    return hash(x)", F, "'hash'"),
     # run-time strings cannot hide from the name rules
     ("dunder-import-concat", "def f(x):\n    return __import__('subpro' + 'cess')", F, "'__import__'"),
@@ -88,6 +95,30 @@ ATTACKS = [
         "from operator import attrgetter\ndef f(x):\n    return attrgetter('__class__')(x)",
         F,
         "'__class__'",
+    ),
+    (
+        "attrgetter-computed",
+        "import operator\ndef f(x):\n    return operator.attrgetter('__cla' + 'ss__')(x)",
+        F,
+        "non-constant",
+    ),
+    (
+        "attrgetter-dotted-dunder",
+        "from operator import attrgetter\ndef f(x):\n    return attrgetter('real.__class__')(x)",
+        F,
+        "'__class__'",
+    ),
+    (
+        "attrgetter-as-value",
+        "import operator\ndef f(x):\n    g = operator.attrgetter\n    return g('real')(x)",
+        F,
+        "'attrgetter'",
+    ),
+    (
+        "methodcaller-computed",
+        "from operator import methodcaller\ndef f(x, n):\n    return methodcaller(n)(x)",
+        F,
+        "non-constant",
     ),
     # subclass walking, frames, introspection
     ("subclass-walk", "def f(x):\n    return ().__class__.__bases__[0].__subclasses__()", F, "dunder"),
@@ -226,6 +257,22 @@ ALLOWED = {
         def f(x):
             setattr(Box, "value", x)
             return getattr(Box, "value", 0) + getattr(Box(), "missing", 1)
+    """,
+    "operator-getters-with-constants": """
+        from __future__ import annotations
+        from operator import attrgetter, itemgetter, methodcaller
+
+        def f(words):
+            lengths = sorted(words, key=methodcaller("lower"))
+            return [attrgetter("real")(len(w)) for w in lengths], list(map(itemgetter(0), words))
+    """,
+    "own-variables-named-like-builtins": """
+        def f(rows, dir=1):
+            out = {}
+            for id, name in rows:
+                out[id * dir] = name
+            hash = sum(out) % 7
+            return out, hash
     """,
     "print-and-main-idiom": """
         def f(s):

@@ -11,7 +11,7 @@ from azr.executor.backends.base import Backend, HashSeedSlot, IsolationReport, R
 from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
 from azr.executor.jobs import Job, JobOp
 from azr.executor.limits import SandboxLimits
-from azr.executor.ops import Judge
+from azr.executor.ops import MAX_TASK_INPUTS, Judge
 from azr.executor.pool import ExecutorPool, SyncExecutorPool
 from azr.executor.task import Task, TaskType
 
@@ -49,12 +49,26 @@ def test_validate_returns_canonical_gold_outputs(pool: SyncExecutorPool) -> None
         ("def f(x):\n    return x +", ("1",), ErrorCode.SYNTAX_ERROR),
         ("def g(x):\n    return x", ("1",), ErrorCode.NO_ENTRY_FUNCTION),
         (ADD_ONE, ("1", "__import__('os')"), ErrorCode.BAD_ANSWER),
+        (ADD_ONE, (), ErrorCode.BAD_ANSWER),
+        (ADD_ONE, tuple(str(i) for i in range(MAX_TASK_INPUTS + 1)), ErrorCode.BAD_ANSWER),
         ("def f(x):\n    return float(x)", ("'nan'",), ErrorCode.UNSUPPORTED_VALUE),
         ("def f(x):\n    return 10.0 ** x", ("400",), ErrorCode.RUNTIME_ERROR),  # OverflowError
         ("def f(x):\n    return float('inf') * x", ("2",), ErrorCode.UNSUPPORTED_VALUE),
         ("def f(x):\n    while True:\n        x += 1", ("1",), ErrorCode.TIMEOUT),
     ],
-    ids=["raises", "forbidden", "syntax", "no-f", "input-not-literal", "nan", "overflow", "inf", "timeout"],
+    ids=[
+        "raises",
+        "forbidden",
+        "syntax",
+        "no-f",
+        "input-not-literal",
+        "no-inputs",
+        "too-many-inputs",
+        "nan",
+        "overflow",
+        "inf",
+        "timeout",
+    ],
 )
 def test_invalid_task_comes_back_with_its_error_class(
     pool: SyncExecutorPool, program: str, inputs: tuple[str, ...], code: ErrorCode

@@ -4,6 +4,7 @@ without isolation, and replacement of a supervisor that dies mid-job (real proce
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -14,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from azr.executor.backends.base import RunRequest
+from azr.executor.backends.base import RunOutcome, RunRequest
 from azr.executor.backends.local import IsolationUnavailableError, LocalBackend
 from azr.executor.errors import ErrorCode
 from azr.executor.limits import SandboxLimits
@@ -196,7 +197,7 @@ def test_unisolated_start_only_when_allowed_and_loudly(
 
 
 def _supervisor_host_pid(harness: Harness) -> int:
-    (launched,) = harness.launched_pids()[:1]
+    launched = harness.backend.process_ids()[0]  # type: ignore[attr-defined]
     for process in [psutil.Process(launched), *descendants(launched)]:
         if "azr.executor.sandbox.supervisor" in process.cmdline():
             return int(process.pid)
@@ -228,8 +229,48 @@ def test_supervisor_killed_mid_job_gives_infra_error_then_recovers() -> None:
 
 def test_aclose_leaves_no_process() -> None:
     harness = start_harness(lambda: LocalBackend(workers=2))
-    launched = harness.launched_pids()
+    launched = harness.backend.process_ids()  # type: ignore[attr-defined]
     below = [p.pid for pid in launched for p in descendants(pid)]
     assert len(launched) == 4 and len(below) == 4  # one supervisor under each sandbox
     stop_harness(harness)
     assert not [pid for pid in (*launched, *below) if psutil.pid_exists(pid)]
+
+
+# ------------------------------------------------------------------------------------------ scheduling
+
+SLOW = RunRequest("import time\ndef f(x):\n    time.sleep(1.5)\n    return 'slow'", ("1",))
+FAST = RunRequest("def f(x):\n    return 'fast'", ("1",))
+
+
+def test_cancelled_request_does_not_hand_its_reply_to_the_next() -> None:
+    harness = start_harness(lambda: LocalBackend(workers=1))
+    try:
+
+        async def cancel_then_run() -> RunOutcome:
+            slow = asyncio.create_task(harness.backend.run(SLOW))
+            await asyncio.sleep(0.3)
+            slow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await slow
+            return await harness.backend.run(FAST)
+
+        assert harness.loop.run_until_complete(cancel_then_run()).calls[0].output == "'fast'"
+    finally:
+        stop_harness(harness)
+
+
+def test_a_slow_job_does_not_hold_up_others() -> None:
+    harness = start_harness(lambda: LocalBackend(workers=2))
+    try:
+
+        async def first_done() -> RunOutcome:
+            slow = asyncio.create_task(harness.backend.run(SLOW))
+            await asyncio.sleep(0.1)
+            fast = asyncio.create_task(harness.backend.run(FAST))
+            done, _ = await asyncio.wait({slow, fast}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.gather(slow, fast)
+            return done.pop().result()
+
+        assert harness.loop.run_until_complete(first_done()).calls[0].output == "'fast'"
+    finally:
+        stop_harness(harness)

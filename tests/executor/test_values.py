@@ -429,6 +429,12 @@ def test_canonical_caps(make: Any, code: ErrorCode) -> None:
     assert _code(exc) == code
 
 
+def test_interpreter_int_limit_is_reported_not_raised() -> None:
+    with pytest.raises(ValueRejected) as exc:
+        canonical(10**5000, ValueLimits(max_int_digits=10_000))  # above Python's own 4300-digit limit
+    assert _code(exc) == ErrorCode.UNSUPPORTED_VALUE
+
+
 def test_caps_at_the_limit_are_accepted() -> None:
     assert canonical(10**4300 - 1) == "9" * 4300
     assert canonical(_nested(64)).count("[") == 64

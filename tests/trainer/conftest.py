@@ -53,9 +53,9 @@ def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -
                         policy_version=0,
                         role=role,
                         task_type=task_type,
-                        prompt_ids=rng.integers(3, vocab, prompt_len),
-                        response_ids=rng.integers(3, vocab, response_len),
-                        behaviour_logprobs=-rng.random(response_len) * 6.0,
+                        prompt_ids=rng.integers(3, vocab, prompt_len, dtype=np.int32),
+                        response_ids=rng.integers(3, vocab, response_len, dtype=np.int32),
+                        behaviour_logprobs=-rng.random(response_len, dtype=np.float32) * 6.0,
                         reward=float(rng.choice([-1.0, -0.5, 0.0, 1.0])),
                     )
                 )

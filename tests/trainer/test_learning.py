@@ -1,9 +1,11 @@
-"""The trainer learns: rewarding a fixed completion raises its probability (signs and masks are right).
+"""The trainer learns the right thing: signs, masks and temperature line up with the sampler.
 
-Each (role, task type) group has one prompt, a target completion rewarded +1 and distractors rewarded -1.
-After a few dozen steps on that batch the target must be far more likely and every distractor less
-likely, in both groups, with both engines. A sign error would lower the target; a response mask shifted by
-one token would train on the prompt's last token and leave the completions' order unchanged.
+1. Alignment: responses sampled with Hugging Face ``generate`` carry the sampler's log-probs; the trainer,
+   scoring the padded batch, must find the same numbers on the same tokens. A response mask or a
+   behaviour log-prob placed one column off, or a temperature applied differently, breaks this.
+2. Learning: each (role, task type) group has one prompt, a target completion rewarded +1 and distractors
+   rewarded -1. After a few dozen steps the target must be far more likely and every distractor less
+   likely, in both groups, with both engines. A sign error lowers the target instead.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
@@ -52,10 +55,10 @@ def fixed_batch(model_dir: Path) -> list[Experience]:
                     policy_version=0,
                     role=role,
                     task_type=task_type,
-                    prompt_ids=prompt,
-                    response_ids=response,
+                    prompt_ids=np.asarray(prompt, dtype=np.int32),
+                    response_ids=np.asarray(response, dtype=np.int32),
                     # Ignored by the default old_logprobs="recompute" except in the mismatch metrics.
-                    behaviour_logprobs=[0.0] * len(response),
+                    behaviour_logprobs=np.zeros(len(response), dtype=np.float32),
                     reward=reward,
                 )
             )
@@ -70,6 +73,67 @@ def completion_logprobs(trainer: Trainer, experiences: list[Experience]) -> torc
         trainer.engine.module, batch.input_ids, batch.attention_mask, with_entropy=False
     )
     return (logprobs * batch.response_mask).sum(1)  # (N,)
+
+
+def sampled_experiences(model_dir: Path, temperature: float) -> list[Experience]:
+    """Responses sampled from the tiny model, with the sampler's log-probs, as a rollout worker makes them."""
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    out = []
+    for (role, task_type), (question, _, _) in TASKS.items():
+        chat = [{"role": "user", "content": question}]
+        prompt = tok.encode(
+            tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )
+        for k in range(3):
+            gen = model.generate(
+                torch.tensor([prompt]),
+                do_sample=True,
+                temperature=temperature,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=int(8 + 5 * k),
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=tok.pad_token_id,
+            )
+            response = gen.sequences[0, len(prompt) :]  # (R,)
+            scores = torch.stack(gen.scores, dim=1)[0]  # (R, V) logits / temperature
+            behaviour = torch.log_softmax(scores.float(), -1).gather(-1, response[:, None])[:, 0]  # (R,)
+            out.append(
+                Experience(
+                    id=f"{role}-{task_type}-{k}",
+                    run_id="alignment",
+                    policy_version=0,
+                    role=role,
+                    task_type=task_type,
+                    prompt_ids=np.asarray(prompt, dtype=np.int32),
+                    response_ids=response.numpy(),
+                    behaviour_logprobs=behaviour.numpy(),
+                    reward=float(k % 2),
+                )
+            )
+    return out
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny_model_dir: Path) -> list[Experience]:
+    return sampled_experiences(tiny_model_dir, temperature=0.7)
+
+
+@pytest.mark.parametrize("old_logprobs", ["recompute", "behaviour"])
+def test_trainer_scores_sampled_responses_like_the_sampler(
+    make_config: Callable[..., TrainerConfig], sampled: list[Experience], old_logprobs: str
+) -> None:
+    assert len({len(e.response_ids) for e in sampled}) > 1, "rows of different lengths exercise padding"
+    trainer = Trainer(make_config(temperature=0.7, micro_batch_size=2, old_logprobs=old_logprobs))
+    metrics = trainer.train_step(sampled)
+    assert metrics["mismatch/logprob_absdiff_max"] < 1e-4
+    if old_logprobs == "behaviour":  # the ratio's denominator is the sampler's: on-policy it is 1
+        assert metrics["policy/ratio_min"] == pytest.approx(1.0, abs=1e-4)
+        assert metrics["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
 
 
 @pytest.mark.slow

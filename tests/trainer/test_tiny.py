@@ -39,8 +39,10 @@ def test_loads_through_auto_classes(tiny_model_dir: Path) -> None:
 
 CODE_SAMPLES = [
     "def f(x):\n    return x",
-    "def f(s: str) -> dict:\n\tcounts = {}\n\tfor ch in s:\n\t\tcounts[ch] = counts.get(ch, 0) + 1\n\treturn counts\n",
-    'def f(a, b=\'q\', *args, **kw):\n    """Doc with "quotes" and \\\\ backslashes."""\n    return [a, b, args, kw]\n',
+    "def f(s: str) -> dict:\n\tcounts = {}\n\tfor ch in s:\n"
+    "\t\tcounts[ch] = counts.get(ch, 0) + 1\n\treturn counts\n",
+    'def f(a, b=\'q\', *args, **kw):\n    """Doc with "quotes" and \\\\ backslashes."""\n'
+    "    return [a, b, args, kw]\n",
     "x = {'ünïcödé': '✓', 'emoji': '🐍', 'cjk': '漢字'}\nprint(f\"{x!r:>10}\")\n",
     "   leading spaces\n\n\ntrailing spaces   \n\r\nwindows line\r\n",
     "<think>reason about f</think> <answer>[1, 2], 3</answer>",

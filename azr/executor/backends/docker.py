@@ -61,7 +61,9 @@ class DockerConfig:
     jobs_per_container: int = 500
     """Requests a container serves before it is replaced by a fresh one."""
     memory_bytes: int | None = None
-    """Memory (and memory+swap) limit of a container; ``None``: the job's memory limit + 128 MiB."""
+    """Memory (and memory+swap) limit of a container; ``None``: the job's memory limit + 128 MiB. Keep it
+    above the jobs' ``memory_bytes``: a job killed by the container's limit rather than its own RLIMIT_AS
+    is reported as ``runtime_error`` (killed by SIGKILL), not ``memory_limit``."""
     cpus: float = 1.0
     """CPU share of one container, in cores."""
     pids_limit: int = 32
@@ -80,6 +82,17 @@ class DockerConfig:
     """How often idle containers are checked with the engine (dead ones are replaced)."""
     base_url: str | None = None
     """Docker engine address; ``None`` reads DOCKER_HOST, else the local socket."""
+
+    @classmethod
+    def from_env(cls) -> DockerConfig:
+        """Defaults, with ``AZR_DOCKER_IMAGE``, ``AZR_DOCKER_RUNTIME`` and ``AZR_DOCKER_SECCOMP_PROFILE``
+        applied when set (how an operator picks gVisor or a profile without code)."""
+        profile = os.environ.get("AZR_DOCKER_SECCOMP_PROFILE")
+        return cls(
+            image=os.environ.get("AZR_DOCKER_IMAGE") or None,
+            runtime=os.environ.get("AZR_DOCKER_RUNTIME") or None,
+            seccomp_profile=Path(profile) if profile else None,
+        )
 
     def __post_init__(self) -> None:
         if self.jobs_per_container < 1:
@@ -121,7 +134,7 @@ class DockerBackend:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self._workers = workers
-        self._config = config or DockerConfig()
+        self._config = config or DockerConfig.from_env()
         limits = limits or SandboxLimits()
         self._image = self._config.image or image_ref()
         self._spec = ContainerSpec(
@@ -174,6 +187,18 @@ class DockerBackend:
             "recycled_total": self._counts["recycled"],
             "start_failures_total": self._counts["start_failures"],
         }
+
+    def process_ids(self) -> tuple[int, ...]:
+        """Host pids of the processes that hold each live container's supervisor (its runtime shim), for
+        tests that look for processes outliving a job; containers whose processes the host cannot see
+        are left out."""
+        pids = []
+        for container in self._live:
+            if container.host_pid:
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = Path(f"/proc/{container.host_pid}/stat").read_text()
+                    pids.append(int(stat.rpartition(")")[2].split()[1]))  # field 4 of proc(5): the parent
+        return tuple(pids)
 
     async def start(self) -> None:
         """Connect, sweep orphans, start the pool and measure its isolation; raises ``DockerUnavailable``."""

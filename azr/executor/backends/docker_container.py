@@ -117,6 +117,7 @@ class SandboxContainer:
         self.id = container_id
         self.slot = slot
         self.jobs_done = 0
+        self.host_pid: int | None = None  # the supervisor, as the host sees it (0 when it is not visible)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._frames = asyncio.StreamReader(limit=protocol.MAX_FRAME_BYTES + 16)
@@ -136,6 +137,7 @@ class SandboxContainer:
             await asyncio.to_thread(client.api.start, created.id)
             hello = await asyncio.wait_for(protocol.read_frame_async(container._frames), ready_timeout_s)
             container._check_hello(hello)
+            container.host_pid = int((await asyncio.to_thread(container.inspect))["State"]["Pid"])
         except BaseException as exc:
             await container.destroy()
             if isinstance(exc, TimeoutError):

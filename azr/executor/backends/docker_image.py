@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 
 IMAGE_REPOSITORY = "azr-sandbox"
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 """Raise when docker/sandbox.Dockerfile or docker/build-sandbox-image.sh change what the image holds."""
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # .../azr

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 _MIN_SCRATCH_BYTES = 16 * 1024**2
 _GRACEFUL_EXIT_S = 5.0
+_RESPAWN_ATTEMPTS = 5
 _REPLY_GRACE_S = 10.0
 """Slack on top of the sum of call timeouts before a silent supervisor counts as hung."""
 
@@ -112,10 +113,10 @@ class LocalBackend:
         }
         self._all: set[_Supervisor] = set()
         self._replacing: set[asyncio.Task[None]] = set()
+        self._lost = dict.fromkeys(HashSeedSlot, 0)
         self._isolation: IsolationReport | None = None
         self._isolated = True
-        self._tmp = Path(tempfile.mkdtemp(prefix="azr-local-backend-"))
-        self._tmp.chmod(0o755)  # as root, the sandbox is launched as nobody and must reach its stage here
+        self._tmp_dir: Path | None = None
         self._details: tuple[str, ...] = ()
         self._closed = False
 
@@ -145,6 +146,14 @@ class LocalBackend:
     def process_ids(self) -> tuple[int, ...]:
         """Host PIDs of the launched supervisor processes (for operators and tests)."""
         return tuple(sorted(s.pid for s in self._all))
+
+    @property
+    def _tmp(self) -> Path:
+        """Private host directory of this backend: launch stage, probe canary, unisolated scratch."""
+        if self._tmp_dir is None:
+            self._tmp_dir = Path(tempfile.mkdtemp(prefix="azr-local-backend-"))
+            self._tmp_dir.chmod(0o755)  # as root the sandbox is launched as nobody and must reach its stage
+        return self._tmp_dir
 
     async def start(self) -> None:
         try:
@@ -232,7 +241,9 @@ class LocalBackend:
             listener.listen()
             message = {"op": "probe", "tcp_port": listener.getsockname()[1]}
             message |= {"read_paths": read_paths, "write_dirs": write_dirs}
-            seen = await supervisor.request(protocol.encode_frame(message), self.startup_timeout_s)
+            seen = _checked_probe(
+                await supervisor.request(protocol.encode_frame(message), self.startup_timeout_s)
+            )
         memory = await self._run_on(supervisor, _MEMORY_PROBE)
         rlimits = (
             memory.error is None
@@ -280,9 +291,7 @@ class LocalBackend:
                 "supervisor %d (slot %s) failed: %r; replacing it", supervisor.pid, supervisor.slot, exc
             )
             self._replace(supervisor)
-            return RunOutcome(
-                (), ExecError(ErrorCode.INFRA_ERROR, f"sandbox supervisor failed: {exc!r}"), 0.0
-            )
+            return _infra_outcome(f"sandbox supervisor failed: {exc!r}")
         except BaseException:
             self._replace(supervisor)  # cancelled mid-request: its reply would reach the next caller
             raise
@@ -298,15 +307,23 @@ class LocalBackend:
     async def _respawn(self, supervisor: _Supervisor) -> None:
         self._all.discard(supervisor)
         await supervisor.stop(graceful=False)
-        while not self._closed:
+        for attempt in range(1, _RESPAWN_ATTEMPTS + 1):
+            if self._closed:
+                return
             try:
                 fresh = await self._spawn(supervisor.slot)
             except (OSError, EOFError, protocol.ProtocolError, TimeoutError) as exc:
-                logger.error("cannot replace supervisor of slot %s: %r; retrying", supervisor.slot, exc)
-                await asyncio.sleep(1.0)
+                logger.error(
+                    "cannot replace supervisor of slot %s (attempt %d): %r", supervisor.slot, attempt, exc
+                )
+                await asyncio.sleep(attempt)
                 continue
             self._idle[supervisor.slot].put_nowait(fresh)
             return
+        self._lost[supervisor.slot] += 1
+        if self._lost[supervisor.slot] == self.workers:
+            logger.critical("every supervisor of slot %s is gone; requests to it now fail", supervisor.slot)
+            self._idle[supervisor.slot].put_nowait(None)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -315,7 +332,12 @@ class LocalBackend:
         await asyncio.gather(*self._replacing, return_exceptions=True)
         await asyncio.gather(*(s.stop(graceful=True) for s in list(self._all)), return_exceptions=True)
         self._all.clear()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+
+
+def _infra_outcome(message: str) -> RunOutcome:
+    return RunOutcome((), ExecError(ErrorCode.INFRA_ERROR, message), 0.0)
 
 
 _MEMORY_PROBE = RunRequest(
@@ -324,6 +346,25 @@ _MEMORY_PROBE = RunRequest(
     limits=SandboxLimits(memory_bytes=128 * 1024**2),
 )
 """A run that must end in ``memory_limit``: proves RLIMIT_AS is applied to jobs."""
+
+
+_PROBE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "pid": int,
+    "uid": int,
+    "cap_eff": (int, type(None)),
+    "interfaces": list,
+    "tcp_connected": bool,
+    "readable": list,
+    "writable": list,
+    "scratch_writable": bool,
+}
+
+
+def _checked_probe(reply: protocol.JsonObject) -> protocol.JsonObject:
+    for name, kind in _PROBE_FIELDS.items():
+        if not isinstance(reply.get(name), kind):
+            raise protocol.ProtocolError(f"probe reply lacks a valid {name!r}: {reply!r:.300}")
+    return reply
 
 
 def _child_pid(info_fd: int) -> int:

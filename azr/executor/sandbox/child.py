@@ -13,7 +13,7 @@ Covered here (per process, before any untrusted code runs):
 - a fresh, empty scratch working directory; an empty environment;
 - stdin/stdout/stderr on ``/dev/null`` and every other descriptor closed except the result pipe (fd 3),
   so printed text never reaches the protocol channel and the program cannot touch the supervisor's pipes;
-- a fresh globals dict; the program's changes to modules or builtins die with this process.
+- a fresh module for the program; its changes to other modules or builtins die with this process.
 
 Not covered here: the program can write its own "result" on fd 3 or tamper with ``values`` (it shares
 this process). That only lets it choose its output, which returning a value does too; the supervisor
@@ -26,6 +26,8 @@ import json
 import os
 import resource
 import signal
+import sys
+import types
 from typing import NoReturn
 
 from azr.executor import values
@@ -34,6 +36,7 @@ from azr.executor.limits import SandboxLimits
 
 RESULT_FD = 3
 ENTRY_NAME = "f"
+PROGRAM_MODULE = "__program__"
 _MESSAGE_CHARS = 300
 """Longest error message sent back; messages are for people, codes decide behaviour."""
 
@@ -79,9 +82,12 @@ def _call(program: str, args_text: str | None, limits: SandboxLimits) -> dict[st
         code = compile(program, "<program>", "exec")
     except (SyntaxError, ValueError) as exc:
         return _error(ErrorCode.SYNTAX_ERROR, _describe(exc))
-    namespace: dict[str, object] = {"__name__": "__program__"}
-    exec(code, namespace)
-    entry = namespace.get(ENTRY_NAME)
+    # A real module registered in sys.modules: dataclasses, enum and typing look their class's module up
+    # there. Not "__main__", so that a program's `if __name__ == "__main__":` demo code does not run.
+    module = types.ModuleType(PROGRAM_MODULE)
+    sys.modules[PROGRAM_MODULE] = module
+    exec(code, module.__dict__)
+    entry = module.__dict__.get(ENTRY_NAME)
     if not callable(entry):
         return _error(ErrorCode.NO_ENTRY_FUNCTION, f"the program defines no function {ENTRY_NAME!r}")
     if args_text is None:

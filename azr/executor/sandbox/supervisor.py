@@ -183,7 +183,7 @@ def _judge(  # noqa: PLR0911 (one return per outcome class reads best)
         signum = os.WTERMSIG(status)
         if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_s >= limits.cpu_time_s):
             return _failed(ErrorCode.TIMEOUT, f"CPU limit of {limits.cpu_time_s} s exceeded")
-        return _failed(ErrorCode.RUNTIME_ERROR, f"killed by signal {signal.Signals(signum).name}")
+        return _failed(ErrorCode.RUNTIME_ERROR, f"killed by signal {signum} ({signal.strsignal(signum)})")
     exit_status = os.WEXITSTATUS(status)
     if exit_status != child.EXIT_OK:
         return _failed(ErrorCode.RUNTIME_ERROR, f"job exited with status {exit_status} and no result")

@@ -77,7 +77,7 @@ def run(
     config = PoolConfig(
         backend=backend.value, workers=workers, gate=gate is Switch.ON, allow_unisolated=allow_unisolated
     )
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         with _open_in(in_path) as source, _open_out(out_path) as sink:
             summary = asyncio.run(_run(config, source, sink, err))
@@ -88,8 +88,9 @@ def run(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     codes = ", ".join(f"{code} {count}" for code, count in sorted(summary.codes.items())) or "none"
     err.print(
-        f"{summary.results} results in {summary.elapsed_s:.2f}s: {summary.ok} ok, {summary.not_ok} not ok "
-        f"({summary.malformed} malformed, {summary.infra_errors} infra errors); errors: {codes}"
+        f"{summary.results} results in {summary.elapsed_s:.2f}s: {summary.ok} ok ({summary.correct} checks "
+        f"correct), {summary.not_ok} not ok ({summary.malformed} malformed, {summary.infra_errors} infra "
+        f"errors); error classes: {codes}"
     )
 
 
@@ -160,7 +161,7 @@ def demo(
         config = PoolConfig(backend=backend.value, workers=workers, allow_unisolated=allow_unisolated)
         isolation, results = asyncio.run(_demo(config, entries))
     except CannotRunError as exc:
-        Console(stderr=True).print(f"[red]executor demo failed:[/red] {exc}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]executor demo failed:[/red] {exc}")
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     table = Table(title=f"Executor verdicts ({path})")
     for column in ("job", "op", "type", "verdict", "detail", "ms"):

@@ -50,6 +50,13 @@ from redis.typing import EncodableT, FieldT, KeyT, StreamIdT
 
 from azr.services.config import StreamConfig
 from azr.services.store import codec
+from azr.services.store.deliveries import (
+    AckResult,
+    BackpressureTimeoutError,
+    Batch,
+    Delivery,
+    QuarantinedEntry,
+)
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import (
     STREAM_ADDED,
@@ -62,6 +69,15 @@ from azr.services.store.metrics import (
 )
 from azr.services.store.replies import as_bytes, as_entries, as_text, first_stream_entries
 from azr.trainer.experience import Experience
+
+__all__ = [
+    "AckResult",
+    "BackpressureTimeoutError",
+    "Batch",
+    "Delivery",
+    "ExperienceStream",
+    "QuarantinedEntry",
+]
 
 log = logging.getLogger(__name__)
 
@@ -86,60 +102,21 @@ if dup > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_DUPLICATES}', dup) end
 return {{fresh, dup}}
 """
 
+# KEYS: stream. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that hold no
+# pending entries and have been idle that long; atomic, so a consumer cannot read between check and delete
+# (deleting a consumer drops its pending entries from the group for good).
+_PRUNE = """
+for _, row in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local info = {}
+  for i = 1, #row, 2 do info[row[i]] = row[i + 1] end
+  if info['name'] ~= ARGV[2] and info['pending'] == 0 and info['idle'] > tonumber(ARGV[3]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+  end
+end
+return 0
+"""
 _PRUNE_EVERY_S = 60.0
 _Fields = dict[bytes, bytes]
-
-
-class BackpressureTimeoutError(TimeoutError):
-    """A producer waited ``backpressure_timeout_s`` for room in the stream and found none."""
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    entry_id: bytes
-    """Stream entry id; what ``ack`` acknowledges."""
-    experience: Experience
-    deliveries: int
-    """Times this entry has been delivered (1 on first delivery, more after reclaims)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """What one ``read`` returns: experiences to train on, and what it filtered out."""
-
-    deliveries: list[Delivery] = field(default_factory=list)
-    reclaimed: int = 0
-    """Entries taken over from consumers idle longer than ``reclaim_idle_ms``."""
-    stale: int = 0
-    duplicates: int = 0
-    """Entries skipped because their experience id was already trained."""
-    quarantined: int = 0
-
-    @property
-    def experiences(self) -> list[Experience]:
-        return [d.experience for d in self.deliveries]
-
-    def __len__(self) -> int:
-        return len(self.deliveries)
-
-
-@dataclass(frozen=True, slots=True)
-class AckResult:
-    trained: int
-    """Experiences recorded as trained by this ack."""
-    duplicates: int
-    """Experiences that were already recorded (another consumer acknowledged them first)."""
-
-
-@dataclass(frozen=True, slots=True)
-class QuarantinedEntry:
-    id: str
-    source_id: str
-    """Id the entry had in the experience stream."""
-    reason: QuarantineReason
-    detail: str
-    fields: dict[bytes, bytes]
-    """The original fields, as they were."""
 
 
 @dataclass(slots=True)
@@ -168,6 +145,7 @@ class ExperienceStream:
         self._stream = keys.experiences()
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._ack = client.register_script(_ACK)
+        self._prune = client.register_script(_PRUNE)
         self._reclaim_cursor: bytes | str = "0-0"
         self._last_prune = time.monotonic()
         timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout")
@@ -395,7 +373,5 @@ class ExperienceStream:
         if time.monotonic() - self._last_prune < _PRUNE_EVERY_S:
             return
         self._last_prune = time.monotonic()
-        for info in self._client.xinfo_consumers(self._stream, self._config.group):
-            name = as_text(info["name"])
-            if name != self.consumer and info["pending"] == 0 and info["idle"] > self._config.reclaim_idle_ms:
-                self._client.xgroup_delconsumer(self._stream, self._config.group, name)
+        args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms]
+        self._prune(keys=[self._stream], args=args)

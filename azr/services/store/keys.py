@@ -32,10 +32,6 @@ class Keys:
     def buffer_meta(self, task_type: TaskType) -> str:
         return f"{self.prefix}:buffer:{task_type.value}:meta"
 
-    def buffer_seeded(self) -> str:
-        """Marker set once the zero seed has been written, so it is written once per prefix."""
-        return f"{self.prefix}:buffer:seeded"
-
     # Experience stream.
     def experiences(self) -> str:
         return f"{self.prefix}:experiences"

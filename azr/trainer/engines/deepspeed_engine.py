@@ -7,12 +7,15 @@
   (``set_gradient_accumulation_boundary``) and losses are passed to ``backward`` unscaled
   (``scale_wrt_gas=False``): the caller already divided them by the mini-batch's token count.
 - The optimizer is torch's AdamW handed to ``deepspeed.initialize`` (which wraps it in the ZeRO
-  optimizer); DeepSpeed's CPU Adam only pays off with optimizer offload, which this engine does not use.
+  optimizer). DeepSpeed's CPU Adam does build on a CPU-only machine (its first use JIT-compiles it, about
+  45 s), but it only pays off with optimizer offload, which this engine does not configure.
 - Outside a launcher (one process: tests, the tiny preset) a single-rank process group is created: gloo on
   the CPU, NCCL on CUDA, on 127.0.0.1 with a free port. DeepSpeed picks its CPU accelerator by itself on a
   machine without a GPU.
 - ZeRO-3 gathers the sharded weights to publish or save them. Loading a model too large for one device
-  before partitioning (``zero.Init``) is not handled here.
+  before partitioning (``zero.Init`` through ``HfDeepSpeedConfig``) is not handled here.
+- The first DeepSpeed engine in a process JIT-builds DeepSpeed's shared-memory communication op on the
+  CPU (about 30 s once; cached under ~/.cache/torch_extensions).
 """
 
 from __future__ import annotations

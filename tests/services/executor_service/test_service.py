@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import textwrap
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -127,7 +128,7 @@ def test_duplicate_ids_and_oversized_batches_are_refused(service: ServiceProcess
 
 
 def test_chunked_body_over_the_limit_is_refused(service: ServiceProcess) -> None:
-    def chunks():
+    def chunks() -> Iterator[bytes]:
         for _ in range(40):
             yield b" " * 8192  # whitespace: valid JSON padding, 320 KiB in all, no Content-Length
 

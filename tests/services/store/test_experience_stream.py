@@ -30,7 +30,7 @@ from azr.services.store.metrics import (
     quarantined,
 )
 from azr.services.store.replies import as_text
-from tests.services.store.conftest import make_experience
+from tests.services.store.factories import make_experience
 
 pytestmark = pytest.mark.redis
 
@@ -293,11 +293,15 @@ def test_a_batch_larger_than_max_pending_goes_in_by_chunks(client: redis.Redis, 
     assert trained == [f"exp-{i}" for i in range(20)]
 
 
-def test_config_rejects_settings_that_would_stall() -> None:
+def test_config_rejects_settings_that_would_stall(redis_config: RedisConfig, keys: Keys) -> None:
     with pytest.raises(ValueError, match="raise max_pending"):
         StreamConfig(max_pending=10, read_count=64)
     with pytest.raises(ValueError, match=r"must exceed stream\.block_ms"):
         StreamConfig(block_ms=1000, reclaim_idle_ms=500)
+    short_timeout = redis.Redis.from_url(redis_config.url, socket_timeout=0.5)
+    with pytest.raises(ValueError, match=r"raise redis\.socket_timeout_s"):
+        ExperienceStream(short_timeout, keys, StreamConfig(block_ms=1000))
+    short_timeout.close()
 
 
 def test_a_deleted_stream_is_recreated_with_its_group(client: redis.Redis, keys: Keys) -> None:
