@@ -9,7 +9,8 @@ Modes, all over the same corpus (``bench/corpus.py``) in one run:
   once as there are cores. No sandbox, no gate, no re-parsing.
 
 Latency is per job: from when the pool takes a job up to its result. The machine's load average is
-recorded, since other work on the host skews every number here.
+recorded, since other work on the host skews every number here. ``bench/results/executor.json`` keeps
+the latest report of each backend under its name.
 
     python bench/executor.py                 # full corpus (600 programs), 1 and 2 workers
     python bench/executor.py --limit 100     # quick run
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -32,6 +34,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
+from azr.executor.errors import ExecutorFailure
 from azr.executor.jobs import Job, JobOp
 from azr.executor.pool import ExecutorPool
 from azr.executor.task import Task
@@ -221,9 +224,19 @@ async def main(args: argparse.Namespace) -> None:
         f"best isolated: {best:.1f} validations/s, {report['speedup_vs_naive']}x the naive baseline; "
         f"load average {load_start[0]:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} cpus"
     )
+    _save(args.backend, report)
+    console.print(f"wrote {RESULTS} ({args.backend})")
+
+
+def _save(backend: str, report: dict[str, object]) -> None:
+    """Keep the latest report of each backend side by side in one file."""
+    previous: dict[str, object] = {}
+    if RESULTS.is_file():
+        with contextlib.suppress(ValueError):
+            loaded = json.loads(RESULTS.read_text())
+            previous = loaded if isinstance(loaded, dict) and "modes" not in loaded else {}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {RESULTS}")
+    RESULTS.write_text(json.dumps({**previous, backend: report}, indent=2) + "\n")
 
 
 def _parse_args() -> argparse.Namespace:
@@ -242,4 +255,7 @@ def _parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(_parse_args()))
+    try:
+        asyncio.run(main(_parse_args()))
+    except (ExecutorFailure, ImportError, OSError, RuntimeError) as exc:
+        sys.exit(f"the executor could not start: {exc}")

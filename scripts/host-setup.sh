@@ -65,7 +65,7 @@ setup_docker() {
     start_dockerd && bash docker/build-sandbox-image.sh
 }
 
-need_pkg util-linux bubblewrap
+need_pkg util-linux mount bubblewrap
 start_redis
 if [[ "${AZR_SKIP_DOCKER:-0}" == 1 ]]; then
     log "AZR_SKIP_DOCKER=1: skipping dockerd and the sandbox image"

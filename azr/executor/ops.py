@@ -19,7 +19,9 @@ Threat model. Programs, inputs, outputs and answers are untrusted text written b
 - The work of one job is bounded: at most ``MAX_TASK_INPUTS`` argument lists per task.
 
 Not covered here: isolation of the running program (the backend's job) and the size of a job's text
-(callers cap lines; ``values`` caps literals; the gate caps programs).
+(callers cap lines; ``values`` caps literals; the gate caps programs). Answers are run once, in slot A:
+an induction program whose output depends on hash order can be judged right by chance, which only
+concerns that one answer (tasks, whose outputs become gold, are always run in both slots).
 
 How ``ok``/``correct``/``error`` are set is documented in ``azr.executor.jobs``.
 """

@@ -21,15 +21,8 @@ from typing import Any
 import pytest
 
 from azr.executor.backends.base import HashSeedSlot, RunOutcome, RunRequest
-from azr.executor.backends.docker import (
-    LABEL,
-    OWNER_LABEL,
-    POOL_LABEL,
-    DockerBackend,
-    DockerConfig,
-    DockerUnavailable,
-    owner_id,
-)
+from azr.executor.backends.docker import DockerBackend, DockerConfig
+from azr.executor.backends.docker_engine import LABEL, OWNER_LABEL, POOL_LABEL, DockerUnavailable, owner_id
 from azr.executor.errors import ErrorCode
 from azr.executor.limits import SandboxLimits
 from tests.executor.docker_support import REPO, require_docker

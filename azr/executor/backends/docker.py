@@ -27,7 +27,6 @@ import contextlib
 import logging
 import os
 import secrets
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,18 +34,24 @@ from typing import Any
 
 from azr.executor.backends.base import HashSeedSlot, IsolationReport, RunOutcome, RunRequest
 from azr.executor.backends.docker_container import ContainerError, ContainerSpec, SandboxContainer
+from azr.executor.backends.docker_engine import (
+    LABEL,
+    OWNER_LABEL,
+    POOL_LABEL,
+    DockerUnavailable,
+    connect,
+    image_missing,
+    measure_isolation,
+    owner_id,
+    remove_by_label,
+    remove_orphans,
+)
 from azr.executor.backends.docker_image import image_ref
-from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
 
 log = logging.getLogger(__name__)
 
-LABEL = "org.azr.sandbox"
-"""Every container this backend starts carries this label (value "1")."""
-OWNER_LABEL = "org.azr.sandbox.owner"
-"""``host:pid:start-time`` of the process that started the container; a dead owner makes it an orphan."""
-POOL_LABEL = "org.azr.sandbox.pool"
-"""A random id per backend: ``aclose`` sweeps by it, catching containers whose creation was interrupted."""
 
 _RECYCLE_CODES = frozenset({ErrorCode.TIMEOUT, ErrorCode.MEMORY_LIMIT, ErrorCode.INFRA_ERROR})
 """Outcomes after which a container is replaced at once, whatever its job count."""
@@ -103,13 +108,6 @@ class DockerConfig:
             raise ValueError("cpus must be positive, pids_limit at least 4 and tmpfs_bytes at least 1 MiB")
         if min(self.start_timeout_s, self.acquire_timeout_s, self.health_interval_s) <= 0:
             raise ValueError("start_timeout_s, acquire_timeout_s and health_interval_s must be positive")
-
-
-class DockerUnavailable(ExecutorFailure):
-    """The engine or the image is missing; the message says what the operator should do."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorCode.INFRA_ERROR, message)
 
 
 @dataclass
@@ -207,15 +205,17 @@ class DockerBackend:
                 return
             if self._closing:
                 raise DockerUnavailable("the docker backend is closed")
-            self._client = await asyncio.to_thread(self._connect)
-            await asyncio.to_thread(self._remove_orphans)
+            self._client = await asyncio.to_thread(connect, self._config.base_url, self._image)
+            await asyncio.to_thread(remove_orphans, self._client)
             # One container first: if sandboxes cannot start, this fails now, with the engine's reason.
             try:
                 first = await self._start_container(HashSeedSlot.A)
             except ContainerError as fault:
                 raise DockerUnavailable(f"the first sandbox container did not start: {fault}") from None
             try:
-                self._isolation = await self._measure_isolation(first)
+                self._isolation = await measure_isolation(
+                    first, custom_seccomp=self._spec.seccomp_profile is not None
+                )
             except ContainerError as fault:
                 await self._destroy(first)
                 raise DockerUnavailable(f"the first sandbox container failed its probe: {fault}") from None
@@ -275,7 +275,7 @@ class DockerBackend:
             )
             self._live.clear()
             if self._client is not None:
-                await asyncio.to_thread(self._remove_by_label, f"{POOL_LABEL}={self._pool_id}")
+                await asyncio.to_thread(remove_by_label, self._client, f"{POOL_LABEL}={self._pool_id}")
             for slot in self._slots.values():
                 slot.idle.clear()
                 slot.size = 0
@@ -346,10 +346,7 @@ class DockerBackend:
                 self._client, self._spec, slot, self._config.start_timeout_s
             )
         except docker.errors.ImageNotFound:
-            raise DockerUnavailable(
-                f"sandbox image {self._image} not found: build it with `bash docker/build-sandbox-image.sh` "
-                "(its tag follows the content of azr/executor, so rebuild after changing that package)"
-            ) from None
+            raise DockerUnavailable(image_missing(self._image)) from None
         except docker.errors.APIError as exc:
             raise DockerUnavailable(
                 f"the Docker engine refused to start a sandbox container: {exc}"
@@ -385,105 +382,6 @@ class DockerBackend:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    # -- engine --------------------------------------------------------------------------------------
-
-    def _connect(self) -> Any:
-        try:
-            import docker.client
-            import docker.errors
-        except ImportError:
-            raise DockerUnavailable("the docker backend needs the Docker SDK: pip install docker") from None
-        try:
-            client = (
-                docker.client.DockerClient(base_url=self._config.base_url)
-                if self._config.base_url
-                else docker.client.from_env()
-            )
-            client.ping()
-        except docker.errors.DockerException as exc:
-            raise DockerUnavailable(
-                f"cannot reach the Docker engine ({exc}): start dockerd (scripts/host-setup.sh does) "
-                "or use the local backend"
-            ) from None
-        try:
-            client.images.get(self._image)
-        except docker.errors.ImageNotFound:
-            client.close()
-            raise DockerUnavailable(
-                f"sandbox image {self._image} not found: build it with `bash docker/build-sandbox-image.sh` "
-                "(its tag follows the content of azr/executor, so rebuild after changing that package)"
-            ) from None
-        return client
-
-    def _remove_by_label(self, label: str) -> None:
-        import docker.errors
-
-        for container in self._client.containers.list(all=True, filters={"label": label}):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
-
-    def _remove_orphans(self) -> None:
-        """Remove our containers whose owning process on this host is gone (left by a crash)."""
-        import docker.errors
-
-        host = socket.gethostname()
-        for container in self._client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-            owner = container.labels.get(OWNER_LABEL, "")
-            owner_host, _, rest = owner.partition(":")
-            pid_text = rest.partition(":")[0]
-            if owner_host != host or not pid_text.isdigit() or owner_id(int(pid_text)) == owner:
-                continue
-            log.info("removing orphaned sandbox container %s (owner %s is gone)", container.short_id, owner)
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)
-
-    async def _measure_isolation(self, container: SandboxContainer) -> IsolationReport:
-        """What the container actually got, from the engine's record and from inside (never assumed)."""
-        info = await asyncio.to_thread(container.inspect)
-        seen = await container.probe(
-            read_paths=["/var/run/docker.sock", "/root"], write_dirs=["/", "/opt/azr", "/etc"]
-        )
-        host = info["HostConfig"]
-        network = (
-            host["NetworkMode"] == "none"
-            and seen.get("interfaces") == ["lo"]
-            and not seen.get("tcp_connected")
-        )
-        filesystem = (
-            bool(host["ReadonlyRootfs"])
-            and not info.get("Mounts")
-            and not seen.get("readable")
-            and not seen.get("writable")
-        )
-        user = seen.get("uid") not in (0, None) and seen.get("cap_eff") == 0
-        details = (
-            f"image {self._image}",
-            f"runtime {host.get('Runtime') or 'default'}",
-            f"security options {', '.join(host.get('SecurityOpt') or [])}; seccomp "
-            + ("custom" if self._spec.seccomp_profile else "engine default"),
-            f"memory {host['Memory']} B, pids {host['PidsLimit']}, cpus {host['NanoCpus'] / 1e9:g}",
-            "shared host kernel" if (host.get("Runtime") or "runc") == "runc" else "user-space kernel",
-        )
-        return IsolationReport(
-            backend="docker",
-            network=network,
-            filesystem=filesystem,
-            pid=host.get("PidMode", "") in ("", "private") and seen.get("pid") == 1,
-            user=user,
-            rlimits=True,  # the supervisor applies them to every job
-            details=details,
-        )
-
 
 def _failed(error: ExecError, started: float) -> RunOutcome:
     return RunOutcome(calls=(), error=error, elapsed_ms=(time.perf_counter() - started) * 1000)
-
-
-def owner_id(pid: int) -> str | None:
-    """``host:pid:start-time`` of a live process, ``None`` when it does not exist (pids get reused)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    start_ticks = stat.rpartition(")")[2].split()[19]  # field 22 of proc(5), counted after the command
-    return f"{socket.gethostname()}:{pid}:{start_ticks}"

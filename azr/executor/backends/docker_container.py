@@ -8,8 +8,9 @@ protocol frames and a small ring buffer of stderr kept for diagnostics only.
 
 Threat model: everything read from the container is hostile. Frames are size-capped and validated by
 ``azr.executor.sandbox.protocol``; a reply that is late, malformed or missing raises ``ContainerError``,
-after which the container must be destroyed (its channel can no longer be trusted). Nothing the program
-prints reaches the parent: the supervisor sends the job's stdio to /dev/null.
+after which the container must be destroyed (its channel can no longer be trusted). The parent buffers
+at most one reply's worth of unrequested output and a few KiB of stderr. Nothing the program prints
+reaches the parent: the supervisor sends the job's stdio to /dev/null.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _OWNED_BY_SANDBOX = f"uid={SANDBOX_UID},gid={SANDBOX_UID}"
 _MUX_HEADER = struct.Struct(">BxxxI")
 _STDOUT, _STDERR = 1, 2
 _STDERR_KEPT_BYTES = 8 * 1024
+_MAX_REPLY_BYTES = protocol.MAX_FRAME_BYTES + 4
 _REPLY_MARGIN_S = 5.0
 """Slack on top of the supervisor's own per-call limits before the parent gives up on a reply."""
 
@@ -124,6 +126,9 @@ class SandboxContainer:
         self._stderr: collections.deque[bytes] = collections.deque()
         self._stderr_bytes = 0
         self._demux: asyncio.Task[None] | None = None
+        # Bytes the supervisor may still send before the parent asks for more: a hello or one reply. A
+        # supervisor that floods its stdout cannot make the parent buffer without bound.
+        self._stdout_allowance = _MAX_REPLY_BYTES
 
     @classmethod
     async def start(
@@ -161,6 +166,7 @@ class SandboxContainer:
         """Send one run request and wait for its reply; a failure of the channel raises ``ContainerError``."""
         assert self._writer is not None, "started containers have a writer"
         deadline_s = len(request.args) * (request.limits.timeout_s + 1.0) + _REPLY_MARGIN_S
+        self._stdout_allowance = _MAX_REPLY_BYTES
         try:
             self._writer.write(protocol.encode_frame(protocol.encode_run(request)))
             await self._writer.drain()
@@ -177,6 +183,7 @@ class SandboxContainer:
         """Ask the supervisor what it can see from inside (used to report isolation truthfully)."""
         assert self._writer is not None, "started containers have a writer"
         message = {"op": "probe", "tcp_port": None, "read_paths": read_paths, "write_dirs": write_dirs}
+        self._stdout_allowance = _MAX_REPLY_BYTES
         try:
             self._writer.write(protocol.encode_frame(message))
             await self._writer.drain()
@@ -229,6 +236,10 @@ class SandboxContainer:
                 stream, size = _MUX_HEADER.unpack(await reader.readexactly(_MUX_HEADER.size))
                 payload = await reader.readexactly(size)
                 if stream == _STDOUT:
+                    self._stdout_allowance -= len(payload)
+                    if self._stdout_allowance < 0:
+                        log.warning("sandbox %s sent more than one reply's worth; dropping it", self.id[:12])
+                        return  # the channel ends here; the container is replaced
                     self._frames.feed_data(payload)
                 elif stream == _STDERR:
                     self._keep_stderr(payload)

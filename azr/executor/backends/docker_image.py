@@ -9,6 +9,7 @@ code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -30,8 +31,11 @@ def image_tag(package_root: Path = _PACKAGE_ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.cache
 def image_ref(package_root: Path = _PACKAGE_ROOT) -> str:
-    """``repository:tag`` of the sandbox image matching this checkout."""
+    """``repository:tag`` of the sandbox image matching this checkout, computed once per process, close
+    to when the process imported the executor, so an edit of the tree while it runs does not change the
+    image it asks for."""
     return f"{IMAGE_REPOSITORY}:{image_tag(package_root)}"
 
 

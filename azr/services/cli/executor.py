@@ -1,4 +1,4 @@
-"""``azr executor``: run batches of executor jobs, or a short demonstration of the executor.
+"""``azr executor``: run batches of executor jobs, show a short demonstration, or serve the executor.
 
 Exit codes of ``azr executor run``: 0 when the run itself worked (whatever the verdicts, invalid tasks
 included), 1 when it could not run (the backend failed to start, a file could not be read or written),
@@ -243,3 +243,29 @@ def _isolation_line(report: IsolationReport) -> str:
     achieved = [name for name in ("network", "filesystem", "pid", "user", "rlimits") if getattr(report, name)]
     level = "full" if report.full else "PARTIAL"
     return f"backend {report.backend}: isolation {level} ({', '.join(achieved) or 'none'})"
+
+
+@app.command("serve")
+def serve(
+    *,
+    backend: BackendOption = BackendChoice.LOCAL,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; beyond loopback a token is required.")
+    ] = ("127.0.0.1"),
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port to listen on.")] = 8090,
+    workers: WorkersOption = DEFAULT_WORKERS,
+    allow_unisolated: UnisolatedOption = False,
+) -> None:
+    """Serve the executor over HTTP. The bearer token comes from AZR_EXECUTOR_TOKEN (never the command
+    line, where other users could read it); other settings from AZR_EXECUTOR_* variables."""
+    from azr.services.executor_service.serve import InsecureBindError, serve_executor
+    from azr.services.executor_service.settings import ExecutorServiceSettings
+
+    settings = ExecutorServiceSettings(
+        backend=backend.value, workers=workers, allow_unisolated=allow_unisolated
+    )
+    try:
+        serve_executor(settings, host=host, port=port)
+    except InsecureBindError as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None

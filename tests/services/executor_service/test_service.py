@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import textwrap
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -33,9 +34,9 @@ SLOW = Task(
             return total
         """
     ),
-    inputs=("6000000",),
+    inputs=("30000000",),
 )
-SLOW_OUTPUT = str(sum(i % 7 for i in range(6_000_000)))
+SLOW_OUTPUT = str(30_000_000 // 7 * 21 + sum(range(30_000_000 % 7)))  # sum of i % 7 for i < 3e7
 
 
 def _job(job_id: str, task: Task = PLUS_ONE, answer: str | None = None) -> dict[str, object]:
@@ -153,6 +154,29 @@ def test_poll_results_and_metrics(service: ServiceProcess) -> None:
     metrics = httpx.get(f"{service.url}/metrics").text
     assert 'azr_executor_jobs_total{op="check",outcome="correct",type="deduction"}' in metrics
     assert "azr_executor_job_latency_seconds_bucket" in metrics
+
+
+def _validated(service: ServiceProcess) -> float:
+    """Validations the service finished so far (from its metrics)."""
+    for line in httpx.get(f"{service.url}/metrics").text.splitlines():
+        if line.startswith('azr_executor_jobs_total{op="validate",outcome="valid",type="deduction"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_streaming_client_that_leaves_takes_its_jobs_with_it(service: ServiceProcess) -> None:
+    before = _validated(service)
+    body = {"jobs": [_job(f"s{k}", SLOW) for k in range(6)]}
+    with httpx.stream(
+        "POST", f"{service.url}/v1/batches", params={"stream": "true"}, json=body, headers=_auth()
+    ):
+        pass  # leave as soon as the stream has started
+    for _ in range(100):
+        if httpx.get(f"{service.url}/healthz").json()["pending_jobs"] == 0:
+            break
+        time.sleep(0.1)
+    assert httpx.get(f"{service.url}/healthz").json()["pending_jobs"] == 0
+    assert _validated(service) - before < 6, "the abandoned jobs ran to the end"
 
 
 def test_full_queue_answers_429_with_retry_after() -> None:
