@@ -34,7 +34,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from azr.executor.errors import ExecutorFailure
+from azr.executor.errors import ExecutorError
 from azr.executor.jobs import Job, JobOp
 from azr.executor.pool import ExecutorPool
 from azr.executor.task import Task
@@ -257,5 +257,5 @@ def _parse_args() -> argparse.Namespace:
 if __name__ == "__main__":
     try:
         asyncio.run(main(_parse_args()))
-    except (ExecutorFailure, ImportError, OSError, RuntimeError) as exc:
+    except (ExecutorError, ImportError, OSError, RuntimeError) as exc:
         sys.exit(f"the executor could not start: {exc}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from azr.executor.errors import ErrorCode
-from azr.executor.jobs import Job, JobResult, MalformedJob, decode_job, line_id
+from azr.executor.jobs import Job, JobResult, MalformedJobError, decode_job, line_id
 from azr.executor.pool import ExecutorPool
 
 MAX_LINE_BYTES = 16 * 1024**2
@@ -65,7 +65,7 @@ class _ResultWriter:
         self._sink.flush()
         self._summary.add(result)
 
-    def write_malformed(self, malformed: MalformedJob) -> None:
+    def write_malformed(self, malformed: MalformedJobError) -> None:
         self.write(malformed.result())
         self._summary.malformed += 1
 
@@ -88,13 +88,13 @@ async def _jobs(source: BinaryIO, writer: _ResultWriter) -> AsyncIterator[Job]:
         line_number += 1
         if line is _TOO_LONG:
             message = f"line {line_number} is longer than {MAX_LINE_BYTES} bytes"
-            writer.write_malformed(MalformedJob(line_id(line_number), message))
+            writer.write_malformed(MalformedJobError(line_id(line_number), message))
             continue
         if not line.strip():
             continue
         try:
             job = decode_job(line, line_number)
-        except MalformedJob as malformed:
+        except MalformedJobError as malformed:
             writer.write_malformed(malformed)
             continue
         yield job

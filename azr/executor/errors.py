@@ -40,7 +40,7 @@ class ExecError:
         return cls(code=ErrorCode(data["code"]), message=str(data.get("message", "")))
 
 
-class ExecutorFailure(Exception):
+class ExecutorError(Exception):
     """Raised inside the executor's trusted code to carry an ``ExecError`` up to the result."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:

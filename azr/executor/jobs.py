@@ -13,8 +13,8 @@ to a task. Every job gets exactly one result with the job's id. The meaning of a
   answer caused when run (an abduction input that makes ``f`` raise, an induction program the gate
   forbids or that times out). A well-formed wrong answer has no error.
 
-Decoding never lets an exception escape for bad input: ``decode_job`` raises ``MalformedJob``, an
-``ExecutorFailure`` that carries the best id it could find (the job's own, else ``line-N``).
+Decoding never lets an exception escape for bad input: ``decode_job`` raises ``MalformedJobError``, an
+``ExecutorError`` that carries the best id it could find (the job's own, else ``line-N``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.task import Task
 
 MAX_JOB_ID_CHARS = 200
@@ -151,7 +151,7 @@ class JobResult:
         )
 
 
-class MalformedJob(ExecutorFailure):
+class MalformedJobError(ExecutorError):
     """A batch line that is not a well-formed job; ``job_id`` is where its result goes."""
 
     def __init__(self, job_id: str, message: str) -> None:
@@ -168,34 +168,34 @@ def line_id(line_number: int) -> str:
 
 
 def decode_job(line: str | bytes, line_number: int) -> Job:
-    """Decode one batch line (1-based ``line_number``); raises ``MalformedJob`` and nothing else."""
+    """Decode one batch line (1-based ``line_number``); raises ``MalformedJobError`` and nothing else."""
     fallback = line_id(line_number)
     try:
         data = json.loads(line)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise MalformedJob(fallback, f"line {line_number} is not JSON ({exc})") from None
+        raise MalformedJobError(fallback, f"line {line_number} is not JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise MalformedJob(fallback, f"line {line_number} is not a JSON object")
+        raise MalformedJobError(fallback, f"line {line_number} is not a JSON object")
     job_id = data.get("id")
     if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID_CHARS:
-        raise MalformedJob(
+        raise MalformedJobError(
             fallback, f"line {line_number}: 'id' must be a string of 1 to {MAX_JOB_ID_CHARS} characters"
         )
     op = data.get("op")
     if op not in tuple(JobOp):
-        raise MalformedJob(job_id, f"'op' must be one of {', '.join(JobOp)}, got {op!r}")
+        raise MalformedJobError(job_id, f"'op' must be one of {', '.join(JobOp)}, got {op!r}")
     task_data = data.get("task")
     if not isinstance(task_data, dict):
-        raise MalformedJob(job_id, "'task' must be a JSON object")
+        raise MalformedJobError(job_id, "'task' must be a JSON object")
     try:
         task = Task.from_dict(task_data)
     except (KeyError, TypeError, ValueError) as exc:
-        raise MalformedJob(job_id, f"bad task: {_describe(exc)}") from None
+        raise MalformedJobError(job_id, f"bad task: {_describe(exc)}") from None
     answer = data.get("answer")
     if op == JobOp.CHECK and not isinstance(answer, str):
-        raise MalformedJob(job_id, "a check job needs a string 'answer'")
+        raise MalformedJobError(job_id, "a check job needs a string 'answer'")
     if op == JobOp.VALIDATE and answer is not None:
-        raise MalformedJob(job_id, "a validate job takes no 'answer'")
+        raise MalformedJobError(job_id, "a validate job takes no 'answer'")
     return Job(id=job_id, op=JobOp(op), task=task, answer=answer)
 
 

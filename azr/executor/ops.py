@@ -32,14 +32,14 @@ import asyncio
 from collections.abc import Sequence
 
 from azr.executor.backends.base import Backend, HashSeedSlot, RunOutcome, RunRequest
-from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.gate import check_program
 from azr.executor.jobs import Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.task import Task, TaskType
 from azr.executor.values import (
     DEFAULT_LIMITS,
-    ValueRejected,
+    ValueRejectedError,
     canonical,
     canonical_args,
     parse_args,
@@ -74,7 +74,7 @@ class Judge:
         """Run ``task`` in both hash-seed slots and return its gold outputs or why it is invalid."""
         try:
             return Validation(await self._gold_outputs(task), None)
-        except ExecutorFailure as failure:
+        except ExecutorError as failure:
             return Validation(None, failure.error)
 
     async def check(self, task: Task, answer: str) -> Judgement:
@@ -87,7 +87,7 @@ class Judge:
             if task.type is TaskType.ABDUCTION:
                 return await self._check_abduction(task, answer)
             return await self._check_induction(task, answer)
-        except ExecutorFailure as failure:
+        except ExecutorError as failure:
             return Judgement.invalid(failure.error)
 
     async def _gold_outputs(self, task: Task) -> tuple[str, ...]:
@@ -102,7 +102,7 @@ class Judge:
         outputs_b = _trusted_outputs(run_b)
         for index, (a, b) in enumerate(zip(outputs_a, outputs_b, strict=True)):
             if a != b:
-                raise ExecutorFailure(
+                raise ExecutorError(
                     ErrorCode.NONDETERMINISTIC,
                     f"input {index} ({_shown(task.inputs[index])}) gives different outputs under "
                     f"different hash seeds: {_cut(a)} vs {_cut(b)}",
@@ -113,7 +113,7 @@ class Judge:
         gold = _gold_values(task, single=True)[0]
         try:
             predicted = parse_value(answer)
-        except ValueRejected as rejected:
+        except ValueRejectedError as rejected:
             return Judgement.wrong(_as_bad_answer(rejected))
         return _verdict(values_equal(predicted, gold))
 
@@ -121,17 +121,17 @@ class Judge:
         gold = _gold_values(task, single=True)[0]
         try:
             args = canonical_args(parse_args(answer))
-        except ValueRejected as rejected:
+        except ValueRejectedError as rejected:
             return Judgement.wrong(_as_bad_answer(rejected))
         outcome = await self._run(task.program, (args,), HashSeedSlot.A)
         if outcome.error is not None:  # the program itself cannot run: the task's fault, not the answer's
-            raise ExecutorFailure(outcome.error.code, outcome.error.message)
+            raise ExecutorError(outcome.error.code, outcome.error.message)
         return self._judge_calls(outcome, (gold,))
 
     async def _check_induction(self, task: Task, answer: str) -> Judgement:
         _, held_out = task.induction_split()
         if not held_out:
-            raise ExecutorFailure(
+            raise ExecutorError(
                 ErrorCode.BAD_ANSWER, "malformed job: an induction task needs at least two input/output pairs"
             )
         gold = _gold_values(task, single=False)
@@ -155,7 +155,7 @@ class Judge:
                 return Judgement.wrong(call.error)
             try:
                 value = parse_value(_output_text(call.output))
-            except ValueRejected as rejected:
+            except ValueRejectedError as rejected:
                 return Judgement.wrong(_as_unsupported(rejected))
             if not values_equal(value, expected):
                 return Judgement.wrong()
@@ -163,7 +163,7 @@ class Judge:
 
     def _screen(self, program: str) -> None:
         if self._gate and (error := check_program(program)) is not None:
-            raise ExecutorFailure(error.code, error.message)
+            raise ExecutorError(error.code, error.message)
 
     async def _run(self, program: str, args: tuple[str, ...], slot: HashSeedSlot) -> RunOutcome:
         return await self._backend.run(RunRequest(program=program, args=args, slot=slot, limits=self._limits))
@@ -171,7 +171,7 @@ class Judge:
 
 def _require_input_count(task: Task) -> None:
     if not 0 < len(task.inputs) <= MAX_TASK_INPUTS:
-        raise ExecutorFailure(
+        raise ExecutorError(
             ErrorCode.BAD_ANSWER,
             f"malformed job: a task needs 1 to {MAX_TASK_INPUTS} inputs, this one has {len(task.inputs)}",
         )
@@ -187,8 +187,8 @@ def _argument_texts(inputs: Sequence[str]) -> tuple[str, ...]:
     for index, raw in enumerate(inputs):
         try:
             texts.append(canonical_args(parse_args(raw)))
-        except ValueRejected as rejected:
-            raise ExecutorFailure(
+        except ValueRejectedError as rejected:
+            raise ExecutorError(
                 rejected.error.code, f"input {index} ({_shown(raw)}): {rejected.error.message}"
             ) from None
     return tuple(texts)
@@ -197,13 +197,13 @@ def _argument_texts(inputs: Sequence[str]) -> tuple[str, ...]:
 def _gold_values(task: Task, *, single: bool) -> list[object]:
     """The parsed gold outputs of a task being checked; a task without usable gold cannot be judged."""
     if not task.outputs or len(task.outputs) != len(task.inputs):
-        raise ExecutorFailure(
+        raise ExecutorError(
             ErrorCode.BAD_ANSWER,
             f"malformed job: the task has {len(task.inputs)} inputs and {len(task.outputs)} gold outputs; "
             "checking needs one gold output per input (validate the task first)",
         )
     if single and len(task.outputs) != 1:
-        raise ExecutorFailure(
+        raise ExecutorError(
             ErrorCode.BAD_ANSWER,
             f"malformed job: a {task.type.value} check needs exactly one input/output pair, "
             f"got {len(task.outputs)}",
@@ -212,8 +212,8 @@ def _gold_values(task: Task, *, single: bool) -> list[object]:
     for index, text in enumerate(task.outputs):
         try:
             values.append(parse_value(text))
-        except ValueRejected as rejected:
-            raise ExecutorFailure(
+        except ValueRejectedError as rejected:
+            raise ExecutorError(
                 ErrorCode.UNSUPPORTED_VALUE, f"gold output {index}: {rejected.error.message}"
             ) from None
     return values
@@ -235,12 +235,12 @@ def _raise_first_error(runs: Sequence[RunOutcome], calls: int, inputs: Sequence[
     infra = [error for error in errors if error.code is ErrorCode.INFRA_ERROR]
     if errors:
         first = infra[0] if infra else errors[0]
-        raise ExecutorFailure(first.code, first.message)
+        raise ExecutorError(first.code, first.message)
 
 
 def _require_call_count(run: RunOutcome, expected: int) -> None:
     if len(run.calls) != expected:
-        raise ExecutorFailure(
+        raise ExecutorError(
             ErrorCode.INFRA_ERROR, f"backend returned {len(run.calls)} call outcomes for {expected} calls"
         )
 
@@ -251,14 +251,14 @@ def _trusted_outputs(run: RunOutcome) -> tuple[str, ...]:
     for index, call in enumerate(run.calls):
         text = _output_text(call.output)
         if len(text) > DEFAULT_LIMITS.max_text_chars:
-            raise ExecutorFailure(
+            raise ExecutorError(
                 ErrorCode.OUTPUT_LIMIT,
                 f"output {index} has {len(text)} characters, over {DEFAULT_LIMITS.max_text_chars}",
             )
         try:
             outputs.append(canonical(parse_value(text)))
-        except ValueRejected as rejected:
-            raise ExecutorFailure(
+        except ValueRejectedError as rejected:
+            raise ExecutorError(
                 _as_unsupported(rejected).code, f"output {index}: {rejected.error.message}"
             ) from None
     return tuple(outputs)
@@ -266,15 +266,15 @@ def _trusted_outputs(run: RunOutcome) -> tuple[str, ...]:
 
 def _output_text(output: str | None) -> str:
     if output is None:
-        raise ExecutorFailure(ErrorCode.INFRA_ERROR, "backend returned a call with neither output nor error")
+        raise ExecutorError(ErrorCode.INFRA_ERROR, "backend returned a call with neither output nor error")
     return output
 
 
-def _as_bad_answer(rejected: ValueRejected) -> ExecError:
+def _as_bad_answer(rejected: ValueRejectedError) -> ExecError:
     return ExecError(ErrorCode.BAD_ANSWER, f"the answer is not a supported literal: {rejected.error.message}")
 
 
-def _as_unsupported(rejected: ValueRejected) -> ExecError:
+def _as_unsupported(rejected: ValueRejectedError) -> ExecError:
     """A sandbox output that does not parse is an unsupported value, unless it was simply too large."""
     code = (
         ErrorCode.OUTPUT_LIMIT

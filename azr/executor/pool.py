@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from azr.executor.backends.base import Backend, HashSeedSlot, IsolationReport, RunRequest
-from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.jobs import Job, JobOp, JobResult, Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.ops import Judge
@@ -248,7 +248,7 @@ class ExecutorPool:
             calls = outcome.calls
             if outcome.error is not None or len(calls) != 1 or calls[0].output != "0":
                 detail = outcome.error or (calls[0].error if calls else None)
-                raise ExecutorFailure(
+                raise ExecutorError(
                     ErrorCode.INFRA_ERROR,
                     f"the {slot.value} slot of the backend failed its start-up probe: {detail or calls}",
                 )

@@ -51,12 +51,12 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from azr.executor.errors import ErrorCode, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecutorError
 
 __all__ = [
     "DEFAULT_LIMITS",
     "ValueLimits",
-    "ValueRejected",
+    "ValueRejectedError",
     "canonical",
     "canonical_args",
     "parse_args",
@@ -118,16 +118,16 @@ class ValueLimits:
 DEFAULT_LIMITS = ValueLimits()
 
 
-class ValueRejected(ExecutorFailure):
+class ValueRejectedError(ExecutorError):
     """A text or value outside the supported literal domain; ``.error.code`` says which rule it broke."""
 
 
-def _bad(message: str) -> ValueRejected:
-    return ValueRejected(ErrorCode.BAD_ANSWER, message)
+def _bad(message: str) -> ValueRejectedError:
+    return ValueRejectedError(ErrorCode.BAD_ANSWER, message)
 
 
-def _unsupported(message: str) -> ValueRejected:
-    return ValueRejected(ErrorCode.UNSUPPORTED_VALUE, message)
+def _unsupported(message: str) -> ValueRejectedError:
+    return ValueRejectedError(ErrorCode.UNSUPPORTED_VALUE, message)
 
 
 @lru_cache(maxsize=8)
@@ -274,8 +274,8 @@ def _check_distinct(members: list[object], limits: ValueLimits, what: str) -> No
 def parse_value(text: str, limits: ValueLimits = DEFAULT_LIMITS) -> object:
     """Parse one literal (``"[1, 2]"``, ``"'a'"``, ``"set()"``).
 
-    Raises ``ValueRejected`` with ``BAD_ANSWER`` for text that is not a supported literal or breaks a cap,
-    and with ``UNSUPPORTED_VALUE`` for a well-formed literal outside the value domain (``1e999``, ``1j``,
+    Raises ``ValueRejectedError`` with ``BAD_ANSWER`` for text that is not a supported literal or breaks a
+    cap, and with ``UNSUPPORTED_VALUE`` for a well-formed literal outside the value domain (``1e999``, ``1j``,
     an int with too many digits). ``"1, 2"`` is the tuple ``(1, 2)``, as in Python.
     """
     text = _check_text(text, limits)
@@ -325,7 +325,7 @@ class _Writer:
     def _reserve(self, n_chars: int) -> None:
         """Refuse now if ``n_chars`` more characters would not fit."""
         if self.chars + n_chars > self.limits.max_text_chars:
-            raise ValueRejected(
+            raise ValueRejectedError(
                 ErrorCode.OUTPUT_LIMIT, f"canonical text exceeds {self.limits.max_text_chars} characters"
             )
 
@@ -395,7 +395,7 @@ class _Writer:
 def canonical(value: object, limits: ValueLimits = DEFAULT_LIMITS) -> str:
     """The one canonical literal text of ``value``.
 
-    Raises ``ValueRejected`` with ``UNSUPPORTED_VALUE`` for values outside the domain or over the depth,
+    Raises ``ValueRejectedError`` with ``UNSUPPORTED_VALUE`` for values outside the domain or over the depth,
     item and int-digit caps, and with ``OUTPUT_LIMIT`` when the text would exceed ``max_text_chars``.
     """
     return _Writer(limits).write(value)
@@ -456,7 +456,7 @@ class _Comparer:
         assert isinstance(members, set | dict)
         try:
             return {canonical(m, self.limits): m for m in members}
-        except ValueRejected:
+        except ValueRejectedError:
             return None
 
     def _dicts(self, a: dict[object, object], b: dict[object, object], depth: int) -> bool:

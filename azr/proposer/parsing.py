@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from azr.executor.task import Origin, Task, TaskType
-from azr.executor.values import ValueRejected, canonical_args, parse_args
+from azr.executor.values import ValueRejectedError, canonical_args, parse_args
 from azr.proposer.prompts import ProposalRequest
 from azr.roles.completion import AnswerSection, BlockKind, extract_answer
 from azr.roles.config import RolesConfig
@@ -142,7 +142,7 @@ def _canonical(argument_text: str) -> str:
     """The canonical argument-list text, or the text as written when it does not parse."""
     try:
         return canonical_args(parse_args(argument_text))
-    except ValueRejected:
+    except ValueRejectedError:
         return argument_text
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from azr.executor.errors import ErrorCode, ExecError
-from azr.executor.jobs import Job, JobOp, JobResult, MalformedJob, decode_job
+from azr.executor.jobs import Job, JobOp, JobResult, MalformedJobError, decode_job
 from azr.executor.task import Origin, Task, TaskType
 
 ADD_ONE = "def f(x):\n    return x + 1"
@@ -209,6 +209,6 @@ def test_jobs_and_results_round_trip_through_json() -> None:
     assert decode_job(job.to_json(), 1) == job
     result = JobResult("a1", ok=True, correct=False, error=ExecError(ErrorCode.BAD_ANSWER, "not a literal"))
     assert JobResult.from_dict(json.loads(result.to_json())) == result
-    with pytest.raises(MalformedJob) as malformed:
+    with pytest.raises(MalformedJobError) as malformed:
         decode_job(json.dumps({**job.to_dict(), "answer": 3}), 7)
     assert malformed.value.job_id == "a1"

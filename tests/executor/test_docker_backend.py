@@ -22,7 +22,13 @@ import pytest
 
 from azr.executor.backends.base import HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.backends.docker import DockerBackend, DockerConfig
-from azr.executor.backends.docker_engine import LABEL, OWNER_LABEL, POOL_LABEL, DockerUnavailable, owner_id
+from azr.executor.backends.docker_engine import (
+    LABEL,
+    OWNER_LABEL,
+    POOL_LABEL,
+    DockerUnavailableError,
+    owner_id,
+)
 from azr.executor.errors import ErrorCode
 from azr.executor.limits import SandboxLimits
 from tests.executor.docker_support import REPO, require_docker
@@ -228,13 +234,13 @@ def test_orphans_of_a_dead_process_are_removed(engine) -> None:
 
 async def test_missing_image_says_how_to_build_it(engine) -> None:
     backend = DockerBackend(1, config=DockerConfig(image="azr-sandbox:no-such-tag"))
-    with pytest.raises(DockerUnavailable, match=r"build-sandbox-image\.sh"):
+    with pytest.raises(DockerUnavailableError, match=r"build-sandbox-image\.sh"):
         await backend.start()
     await backend.aclose()
 
 
 async def test_missing_engine_says_how_to_start_it() -> None:
     backend = DockerBackend(1, config=DockerConfig(base_url=f"unix:///tmp/no-docker-{time.time_ns()}.sock"))
-    with pytest.raises(DockerUnavailable, match="dockerd"):
+    with pytest.raises(DockerUnavailableError, match="dockerd"):
         await backend.start()
     await backend.aclose()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from azr.executor.backends.base import Backend, HashSeedSlot, IsolationReport, RunOutcome, RunRequest
-from azr.executor.errors import ErrorCode, ExecError, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.jobs import Job, JobOp
 from azr.executor.limits import SandboxLimits
 from azr.executor.ops import MAX_TASK_INPUTS, Judge
@@ -269,7 +269,7 @@ def test_infra_error_is_never_a_verdict() -> None:
                 assert not judgement.ok and judgement.correct is None
                 assert judgement.error is not None and judgement.error.code is ErrorCode.INFRA_ERROR
 
-            with pytest.raises(ExecutorFailure, match="start-up probe"):
+            with pytest.raises(ExecutorError, match="start-up probe"):
                 await ExecutorPool(_FailingSlot(backend, HashSeedSlot.B)).__aenter__()
 
     asyncio.run(scenario())

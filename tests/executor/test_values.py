@@ -14,7 +14,7 @@ from azr.executor.task import ZERO_SEED
 from azr.executor.values import (
     DEFAULT_LIMITS,
     ValueLimits,
-    ValueRejected,
+    ValueRejectedError,
     canonical,
     canonical_args,
     parse_args,
@@ -48,7 +48,7 @@ values = st.recursive(
 _settings = settings(max_examples=200, deadline=None)
 
 
-def _code(exc: pytest.ExceptionInfo[ValueRejected]) -> ErrorCode:
+def _code(exc: pytest.ExceptionInfo[ValueRejectedError]) -> ErrorCode:
     return exc.value.error.code
 
 
@@ -146,13 +146,13 @@ def test_parse_value_normalises(text: str, expected: str) -> None:
     ],
 )
 def test_parse_value_rejects(text: str, code: ErrorCode) -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         parse_value(text)
     assert _code(exc) == code
 
 
 def test_parse_value_rejects_non_str() -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         parse_value(b"1")  # type: ignore[arg-type]
     assert _code(exc) == ErrorCode.BAD_ANSWER
 
@@ -210,7 +210,7 @@ INJECTIONS = [
 
 @pytest.mark.parametrize("text", INJECTIONS)
 def test_parse_args_refuses_injection(text: str) -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         parse_args(text)
     assert _code(exc) in {ErrorCode.BAD_ANSWER, ErrorCode.UNSUPPORTED_VALUE}
 
@@ -220,7 +220,7 @@ def test_canonical_args() -> None:
     assert canonical_args(((1, 2),)) == "(1, 2)"
     assert canonical_args(("a", {2, 1})) == "'a', {1, 2}"
     for bad in ((), [1]):
-        with pytest.raises(ValueRejected) as exc:
+        with pytest.raises(ValueRejectedError) as exc:
             canonical_args(bad)  # type: ignore[arg-type]
         assert _code(exc) == ErrorCode.UNSUPPORTED_VALUE
 
@@ -291,7 +291,7 @@ def test_canonical_round_trips(value: object) -> None:
 def test_canonical_of_parsed_text_is_idempotent(text: str) -> None:
     try:
         once = canonical(parse_value(text))
-    except ValueRejected:
+    except ValueRejectedError:
         return
     assert canonical(parse_value(once)) == once
 
@@ -365,7 +365,7 @@ def test_values_equal_is_reflexive_and_type_strict(value: object) -> None:
     ],
 )
 def test_parse_caps(text: str, code: ErrorCode) -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         parse_value(text)
     assert _code(exc) == code
 
@@ -424,13 +424,13 @@ def _nested(depth: int) -> list[Any]:
     ],
 )
 def test_canonical_caps(make: Any, code: ErrorCode) -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         canonical(make())
     assert _code(exc) == code
 
 
 def test_interpreter_int_limit_is_reported_not_raised() -> None:
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         canonical(10**5000, ValueLimits(max_int_digits=10_000))  # above Python's own 4300-digit limit
     assert _code(exc) == ErrorCode.UNSUPPORTED_VALUE
 
@@ -441,7 +441,7 @@ def test_caps_at_the_limit_are_accepted() -> None:
     text = canonical("a" * (1_000_000 - 2))
     assert len(text) == 1_000_000
     assert canonical_args(("a" * 10,), ValueLimits(max_text_chars=12)) == "'" + "a" * 10 + "'"
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         canonical_args(("a" * 10, 1), ValueLimits(max_text_chars=14))
     assert _code(exc) == ErrorCode.OUTPUT_LIMIT
 
@@ -526,7 +526,7 @@ HOSTILE = [
 @pytest.mark.parametrize("make", HOSTILE)
 def test_hostile_values_are_unsupported(make: Any) -> None:
     value = make()
-    with pytest.raises(ValueRejected) as exc:
+    with pytest.raises(ValueRejectedError) as exc:
         canonical(value)
     assert _code(exc) == ErrorCode.UNSUPPORTED_VALUE
 

@@ -38,7 +38,7 @@ from azr.executor.backends.docker_engine import (
     LABEL,
     OWNER_LABEL,
     POOL_LABEL,
-    DockerUnavailable,
+    DockerUnavailableError,
     connect,
     image_missing,
     measure_isolation,
@@ -199,26 +199,31 @@ class DockerBackend:
         return tuple(pids)
 
     async def start(self) -> None:
-        """Connect, sweep orphans, start the pool and measure its isolation; raises ``DockerUnavailable``."""
+        """Connect, sweep orphans, start the pool and measure its isolation.
+
+        Raises ``DockerUnavailableError`` when the engine or the image is missing.
+        """
         async with self._start_lock:
             if self._started:
                 return
             if self._closing:
-                raise DockerUnavailable("the docker backend is closed")
+                raise DockerUnavailableError("the docker backend is closed")
             self._client = await asyncio.to_thread(connect, self._config.base_url, self._image)
             await asyncio.to_thread(remove_orphans, self._client)
             # One container first: if sandboxes cannot start, this fails now, with the engine's reason.
             try:
                 first = await self._start_container(HashSeedSlot.A)
             except ContainerError as fault:
-                raise DockerUnavailable(f"the first sandbox container did not start: {fault}") from None
+                raise DockerUnavailableError(f"the first sandbox container did not start: {fault}") from None
             try:
                 self._isolation = await measure_isolation(
                     first, custom_seccomp=self._spec.seccomp_profile is not None
                 )
             except ContainerError as fault:
                 await self._destroy(first)
-                raise DockerUnavailable(f"the first sandbox container failed its probe: {fault}") from None
+                raise DockerUnavailableError(
+                    f"the first sandbox container failed its probe: {fault}"
+                ) from None
             self._slots[HashSeedSlot.A].size += 1
             await self._release(first)
             for slot in HashSeedSlot:
@@ -328,7 +333,7 @@ class DockerBackend:
         while not self._closing:
             try:
                 container = await self._start_container(slot)
-            except (ContainerError, DockerUnavailable) as exc:
+            except (ContainerError, DockerUnavailableError) as exc:
                 self._counts["start_failures"] += 1
                 log.warning("could not start a sandbox container (retrying in %.1f s): %s", delay_s, exc)
                 await asyncio.sleep(delay_s)
@@ -346,9 +351,9 @@ class DockerBackend:
                 self._client, self._spec, slot, self._config.start_timeout_s
             )
         except docker.errors.ImageNotFound:
-            raise DockerUnavailable(image_missing(self._image)) from None
+            raise DockerUnavailableError(image_missing(self._image)) from None
         except docker.errors.APIError as exc:
-            raise DockerUnavailable(
+            raise DockerUnavailableError(
                 f"the Docker engine refused to start a sandbox container: {exc}"
             ) from None
         self._counts["started"] += 1

@@ -17,7 +17,7 @@ from typing import Any
 
 from azr.executor.backends.base import IsolationReport
 from azr.executor.backends.docker_container import SandboxContainer
-from azr.executor.errors import ErrorCode, ExecutorFailure
+from azr.executor.errors import ErrorCode, ExecutorError
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ POOL_LABEL = "org.azr.sandbox.pool"
 """A random id per backend: ``aclose`` sweeps by it, catching containers whose creation was interrupted."""
 
 
-class DockerUnavailable(ExecutorFailure):
+class DockerUnavailableError(ExecutorError):
     """The engine or the image is missing; the message says what the operator should do."""
 
     def __init__(self, message: str) -> None:
@@ -44,17 +44,17 @@ def image_missing(image: str) -> str:
 
 
 def connect(base_url: str | None, image: str) -> Any:
-    """A client of a reachable engine that has ``image``; raises ``DockerUnavailable`` (blocking)."""
+    """A client of a reachable engine that has ``image``; raises ``DockerUnavailableError`` (blocking)."""
     try:
         import docker.client
         import docker.errors
     except ImportError:
-        raise DockerUnavailable("the docker backend needs the Docker SDK: pip install docker") from None
+        raise DockerUnavailableError("the docker backend needs the Docker SDK: pip install docker") from None
     try:
         client = docker.client.DockerClient(base_url=base_url) if base_url else docker.client.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
-        raise DockerUnavailable(
+        raise DockerUnavailableError(
             f"cannot reach the Docker engine ({exc}): start dockerd (scripts/host-setup.sh does) "
             "or use the local backend"
         ) from None
@@ -62,7 +62,7 @@ def connect(base_url: str | None, image: str) -> Any:
         client.images.get(image)
     except docker.errors.ImageNotFound:
         client.close()
-        raise DockerUnavailable(image_missing(image)) from None
+        raise DockerUnavailableError(image_missing(image)) from None
     return client
 
 

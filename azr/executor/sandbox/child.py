@@ -107,7 +107,7 @@ def _error(code: ErrorCode, message: str) -> dict[str, object]:
 def _outcome(program: str, args_text: str | None, limits: SandboxLimits) -> dict[str, object]:
     try:
         return _call(program, args_text, limits)
-    except values.ValueRejected as exc:
+    except values.ValueRejectedError as exc:
         return {"error": exc.error.to_dict()}
     except MemoryError:
         return _error(ErrorCode.MEMORY_LIMIT, f"memory limit of {limits.memory_bytes} bytes exceeded")

@@ -22,8 +22,8 @@ from rich.table import Table
 
 from azr.executor.backends.base import IsolationReport
 from azr.executor.batch import BatchSummary, run_batch
-from azr.executor.errors import ExecutorFailure
-from azr.executor.jobs import Job, JobOp, JobResult, MalformedJob, decode_job
+from azr.executor.errors import ExecutorError
+from azr.executor.jobs import Job, JobOp, JobResult, MalformedJobError, decode_job
 from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.executor.task import TaskType
 
@@ -108,7 +108,7 @@ async def _started(config: PoolConfig) -> AsyncIterator[ExecutorPool]:
     """A started pool; every way a backend can fail to start becomes ``CannotRunError`` with its reason."""
     try:
         pool = await ExecutorPool.from_config(config).__aenter__()
-    except (ExecutorFailure, ImportError, OSError, RuntimeError) as exc:
+    except (ExecutorError, ImportError, OSError, RuntimeError) as exc:
         hint = "" if config.allow_unisolated else " (on a development machine, --allow-unisolated may help)"
         raise CannotRunError(f"the {config.backend} backend did not start: {exc}{hint}") from exc
     try:
@@ -211,7 +211,7 @@ def _read_jobs(path: Path) -> list[Job | JobResult]:
             continue
         try:
             entries.append(decode_job(line, number))
-        except MalformedJob as exc:
+        except MalformedJobError as exc:
             entries.append(exc.result())
     return entries
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from azr.executor.jobs import MAX_JOB_ID_CHARS, Job, JobOp, MalformedJob, decode_job
+from azr.executor.jobs import MAX_JOB_ID_CHARS, Job, JobOp, MalformedJobError, decode_job
 
 
 class JobIn(BaseModel):
@@ -30,7 +30,7 @@ class JobIn(BaseModel):
     def _decode(self) -> Self:
         try:
             self._job = decode_job(json.dumps(self.model_dump(exclude_none=True)), 1)
-        except MalformedJob as exc:
+        except MalformedJobError as exc:
             raise ValueError(exc.error.message) from None
         return self
 
