@@ -100,9 +100,21 @@ def stray_processes(harness: Harness) -> list[psutil.Process]:
     """
     stray: list[psutil.Process] = []
     for pid in harness.launched_pids() or ():
-        below = [p for p in descendants(pid) if p.status() != psutil.STATUS_ZOMBIE]
+        below = [p for p in descendants(pid) if _sandboxed(p)]
         stray += below[1:]
     return stray
+
+
+# A container's shim runs the runtime now and then (state, kill, delete while a container is recycled);
+# those are the engine's own short-lived processes, not anything a job started.
+_RUNTIME_HELPERS = frozenset({"runc", "containerd-shim", "containerd-shim-runc-v2"})
+
+
+def _sandboxed(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE and process.name() not in _RUNTIME_HELPERS
+    except psutil.NoSuchProcess:
+        return False
 
 
 def executor_processes() -> list[psutil.Process]:

@@ -1,4 +1,8 @@
-"""The job process: one call of ``f`` in a fresh fork of the supervisor, then ``os._exit``.
+"""The job process: the calls of one request in a fresh fork of the supervisor, then ``os._exit``.
+
+A job is one request (one task, or one answer to check): the program is compiled and executed once and
+``f`` is called on each input in order, so its calls share the program's own module state exactly as a
+plain Python run would, identically in both hash-seed slots. Nothing is shared between requests.
 
 Threat model
 ------------
@@ -8,27 +12,33 @@ exit status and the limits it enforces itself (never from stderr).
 
 Covered here (per process, before any untrusted code runs):
 - its own session and process group (the supervisor kills the group on timeout);
-- rlimits: address space, CPU seconds (SIGXCPU, then SIGKILL one second later), file size, open files,
-  core dumps off, and processes when the supervisor knows the namespace's process count;
+- rlimits: address space, CPU seconds (``cpu_time_s`` per call as the soft limit, SIGXCPU; the hard
+  limit, SIGKILL, is the request's total plus one second), file size, open files, core dumps off, and
+  processes when the supervisor knows the namespace's process count;
 - a fresh, empty scratch working directory; an empty environment;
 - stdin/stdout/stderr on ``/dev/null`` and every other descriptor closed except the result pipe (fd 3),
   so printed text never reaches the protocol channel and the program cannot touch the supervisor's pipes;
 - a fresh module for the program; its changes to other modules or builtins die with this process.
 
-Not covered here: the program can write its own "result" on fd 3 or tamper with ``values`` (it shares
-this process). That only lets it choose its output, which returning a value does too; the supervisor
-accepts only well-formed results with child-reportable codes, and the parent re-parses every output.
+Not covered here: the program can write its own "result" on fd 3, tamper with ``values`` (it shares
+this process) or raise its soft CPU limit up to the hard one. That only lets it choose its outputs, which
+returning values does too, or spend the request's CPU budget in one call, which the supervisor's per-call
+wall-clock limit still bounds; the supervisor accepts only well-formed results with child-reportable
+codes, and the parent re-parses every output.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import resource
 import signal
 import sys
 import types
-from typing import NoReturn
+from collections.abc import Callable, Iterator
+from typing import NoReturn, TypeVar, cast
 
 from azr.executor import values
 from azr.executor.errors import ErrorCode, ExecError
@@ -40,11 +50,16 @@ PROGRAM_MODULE = "__program__"
 _MESSAGE_CHARS = 300
 """Longest error message sent back; messages are for people, codes decide behaviour."""
 
+Message = dict[str, object]
+T = TypeVar("T")
+
 EXIT_OK = 0
 """Exit status after a result was written; anything else (or a signal) means no trustworthy result."""
 
 
-def _confine(result_fd: int, scratch_dir: str, limits: SandboxLimits, nproc_limit: int | None) -> None:
+def _confine(
+    result_fd: int, scratch_dir: str, limits: SandboxLimits, nproc_limit: int | None, calls: int
+) -> None:
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     # Descriptors: the result pipe becomes fd 3, the standard streams /dev/null, everything else closed.
@@ -59,12 +74,22 @@ def _confine(result_fd: int, scratch_dir: str, limits: SandboxLimits, nproc_limi
     os.environ.clear()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    # The hard CPU limit one second above the soft one: SIGXCPU first, SIGKILL if it is caught or ignored.
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_s, limits.cpu_time_s + 1))
+    # The soft CPU limit is one call's budget (raised before each later call, see ``_next_cpu_budget``);
+    # the hard limit, which the job cannot raise, is the whole request's budget plus one second: SIGXCPU
+    # first, SIGKILL if it is caught or ignored.
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_time_s, limits.cpu_time_s * calls + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     if nproc_limit is not None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc_limit, nproc_limit))
+
+
+def _next_cpu_budget(limits: SandboxLimits) -> None:
+    """Give the next call ``cpu_time_s`` seconds of CPU on top of what the process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.ceil(usage.ru_utime + usage.ru_stime) + limits.cpu_time_s
+    resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))
 
 
 def _describe(exc: BaseException) -> str:
@@ -76,8 +101,8 @@ def _describe(exc: BaseException) -> str:
     return (f"{name}: {text}" if text else name)[:_MESSAGE_CHARS]
 
 
-def _call(program: str, args_text: str | None, limits: SandboxLimits) -> dict[str, object]:
-    """Run the untrusted program and ``f``; the returned message is what the supervisor will see."""
+def _load(program: str) -> Callable[..., object] | Message:
+    """Compile and execute the untrusted program; ``f``, or the error message that ends the request."""
     try:
         code = compile(program, "<program>", "exec")
     except (SyntaxError, ValueError) as exc:
@@ -90,8 +115,10 @@ def _call(program: str, args_text: str | None, limits: SandboxLimits) -> dict[st
     entry = module.__dict__.get(ENTRY_NAME)
     if not callable(entry):
         return _error(ErrorCode.NO_ENTRY_FUNCTION, f"the program defines no function {ENTRY_NAME!r}")
-    if args_text is None:
-        return {"output": ""}
+    return cast(Callable[..., object], entry)
+
+
+def _call(entry: Callable[..., object], args_text: str, limits: SandboxLimits) -> Message:
     args = values.parse_args(args_text)
     result = entry(*args)
     text = values.canonical(result, values.ValueLimits(max_text_chars=limits.output_bytes))
@@ -100,19 +127,42 @@ def _call(program: str, args_text: str | None, limits: SandboxLimits) -> dict[st
     return {"output": text}
 
 
-def _error(code: ErrorCode, message: str) -> dict[str, object]:
+def _error(code: ErrorCode, message: str) -> Message:
     return {"error": ExecError(code, message).to_dict()}
 
 
-def _outcome(program: str, args_text: str | None, limits: SandboxLimits) -> dict[str, object]:
+def _guarded(step: Callable[[], T], limits: SandboxLimits) -> T | Message:
     try:
-        return _call(program, args_text, limits)
+        return step()
     except values.ValueRejectedError as exc:
         return {"error": exc.error.to_dict()}
     except MemoryError:
         return _error(ErrorCode.MEMORY_LIMIT, f"memory limit of {limits.memory_bytes} bytes exceeded")
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: f does not get to end the job
         return _error(ErrorCode.RUNTIME_ERROR, _describe(exc))
+
+
+def _messages(program: str, args: tuple[str, ...] | None, limits: SandboxLimits) -> Iterator[Message]:
+    """One message per call, in input order, stopping after the first error.
+
+    After an error the process may be in any state (a half-run module, memory pressure), so the
+    supervisor runs the remaining calls in a fresh fork; that keeps the outcome of every call the same
+    as if each call had its own process, except for state the program's own successful calls left.
+    """
+    entry = _guarded(lambda: _load(program), limits)
+    if isinstance(entry, dict):
+        yield entry
+        return
+    if args is None:
+        yield {"output": ""}
+        return
+    for index, args_text in enumerate(args):
+        if index:
+            _next_cpu_budget(limits)
+        message = _guarded(functools.partial(_call, entry, args_text, limits), limits)
+        yield message
+        if "error" in message:
+            return
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -123,7 +173,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def run_job(
     program: str,
-    args_text: str | None,
+    args: tuple[str, ...] | None,
     *,
     limits: SandboxLimits,
     result_fd: int,
@@ -132,13 +182,15 @@ def run_job(
 ) -> NoReturn:
     """Entry point of the forked job process; never returns.
 
-    ``args_text`` ``None`` only loads the program and checks that ``f`` exists.
+    Writes one line of JSON per call on the result pipe. ``args`` ``None`` only loads the program and
+    checks that ``f`` exists (one line).
     """
     status = 70
     try:
-        _confine(result_fd, scratch_dir, limits, nproc_limit)
-        message = _outcome(program, args_text, limits)
-        _write_all(RESULT_FD, json.dumps(message).encode("ascii"))
+        _confine(result_fd, scratch_dir, limits, nproc_limit, calls=1 if args is None else len(args))
+        for message in _messages(program, args, limits):
+            # ASCII JSON holds no raw newline, so the newline ends exactly one message.
+            _write_all(RESULT_FD, json.dumps(message).encode("ascii") + b"\n")
         status = EXIT_OK
     except MemoryError:
         status = 71

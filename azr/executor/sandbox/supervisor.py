@@ -1,4 +1,4 @@
-"""The sandbox supervisor: a warm, single-threaded zygote that forks one job process per call of ``f``.
+"""The sandbox supervisor: a warm, single-threaded zygote that forks one job process per request.
 
 Run as ``PYTHONHASHSEED=<n> python -s -P -B -m azr.executor.sandbox.supervisor [--scratch DIR]`` with a
 clean environment, inside whatever isolation the backend provides (bubblewrap namespaces for ``local``, a
@@ -9,17 +9,21 @@ determinism check must run under different, known seeds, so the supervisor refus
 Threat model
 ------------
 Covered:
-- State leaks between jobs: every call runs in a fresh fork (``child.run_job``), so changes to builtins or
-  pre-imported modules die with that process.
-- Runaway jobs: the wall-clock limit is enforced here with a pidfd and ``poll``; at the deadline the job's
-  process group is killed. When the supervisor is PID 1 of its PID namespace it then kills every other
-  process in the namespace (``kill(-1, SIGKILL)``) and reaps them all, so nothing outlives a job, and
-  jobs cannot kill the supervisor (init ignores SIGKILL from inside its namespace; other signals have no
-  handler). Elsewhere it kills the job's process group and reaps orphans as a child subreaper.
+- State leaks between jobs: every request (one task, or one answer) runs in a fresh fork
+  (``child.run_job``), so changes to builtins or pre-imported modules die with that process. Within a
+  request the calls of ``f`` run in order in one process, as in a plain Python run (forking per call
+  cost about twice the CPU); after a call that fails, the remaining calls get a fresh fork.
+- Runaway jobs: the wall-clock limit of each call is enforced here with a pidfd and ``poll`` (the
+  deadline restarts when a call's result arrives); at the deadline the job's process group is killed.
+  When the supervisor is PID 1 of its PID namespace it then kills every other process in the namespace
+  (``kill(-1, SIGKILL)``) and reaps them all, so nothing outlives a job, and jobs cannot kill the
+  supervisor (init ignores SIGKILL from inside its namespace; other signals have no handler).
+  Elsewhere it kills the job's process group and reaps orphans as a child subreaper.
 - Result forging through the protocol channel: jobs never hold fd 0/1 of the supervisor; results come on
   a private pipe, read with a size cap and validated; only child-reportable error codes are accepted.
 - Tampering with the supervisor from a job: it is made non-dumpable (no ptrace, no /proc/<pid>/mem).
-- Leftover files: each job gets an empty scratch directory and the whole scratch root is emptied after it.
+- Leftover files: each job gets an empty scratch directory; before each job the whole scratch root is
+  emptied unless it holds nothing but that empty directory.
 
 Not covered (the backend's isolation must supply these): network, filesystem visibility, other users'
 processes, kernel attack surface (no seccomp filter is installed here).
@@ -38,6 +42,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -67,6 +72,9 @@ LOAD_ERRORS = frozenset({ErrorCode.SYNTAX_ERROR, ErrorCode.NO_ENTRY_FUNCTION})
 """Errors that concern the program rather than one call: they end the request as a whole."""
 
 _REPLY_MARGIN_BYTES = 1024**2
+_REPLY_FULL = CallOutcome(
+    output=None, error=ExecError(ErrorCode.OUTPUT_LIMIT, "the outputs of this request exceed the reply limit")
+)
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -84,28 +92,33 @@ class Supervisor:
     def run(self, program: str, args: tuple[str, ...], limits: SandboxLimits) -> RunOutcome:
         started = time.monotonic()
         if not args:
-            loaded = self.call(program, None, limits)
+            (loaded,) = self.job(program, None, limits)
             error = loaded.error if loaded.error is not None and loaded.error.code in LOAD_ERRORS else None
             return RunOutcome((), error, _elapsed_ms(started))
         calls: list[CallOutcome] = []
         budget = protocol.MAX_FRAME_BYTES - _REPLY_MARGIN_BYTES
-        for args_text in args:
-            call = self.call(program, args_text, limits)
-            if call.error is not None and call.error.code in LOAD_ERRORS:
-                return RunOutcome((), call.error, _elapsed_ms(started))
-            if call.output is not None:
-                budget -= len(json.dumps(call.output, ensure_ascii=False).encode("utf-8"))
-                if budget < 0:
-                    call = _failed(
-                        ErrorCode.OUTPUT_LIMIT, "the outputs of this request exceed the reply limit"
-                    )
-            calls.append(call)
+        while len(calls) < len(args):
+            # One job runs the calls in order; after one that failed, a fresh job takes the rest.
+            for call in self.job(program, args[len(calls) :], limits):
+                if call.error is not None and call.error.code in LOAD_ERRORS:
+                    return RunOutcome((), call.error, _elapsed_ms(started))
+                if call.output is not None:
+                    budget -= len(json.dumps(call.output, ensure_ascii=False).encode("utf-8"))
+                calls.append(call if budget >= 0 else _REPLY_FULL)
         return RunOutcome(tuple(calls), None, _elapsed_ms(started))
 
-    def call(self, program: str, args_text: str | None, limits: SandboxLimits) -> CallOutcome:
-        """One call of ``f`` in a fresh job process; always kills and reaps everything it started."""
+    def job(self, program: str, args: tuple[str, ...] | None, limits: SandboxLimits) -> list[CallOutcome]:
+        """Calls of ``f`` in one fresh job process, in order, up to and including the first that failed.
+
+        Never empty. ``args`` ``None`` only loads the program (one outcome). Always kills and reaps
+        everything the job started.
+        """
         scratch = self.scratch_root / "job"
-        scratch.mkdir(mode=0o700)
+        # Checked right before the fork, so nothing a previous job left (even a stray process in a
+        # backend without a PID namespace) can reach this one.
+        if not _only_empty_scratch(self.scratch_root, scratch):
+            _empty_dir(self.scratch_root)
+            scratch.mkdir(mode=0o700)
         read_fd, write_fd = os.pipe()
         nproc = None if self.base_processes is None else self.base_processes + limits.processes
         try:
@@ -114,7 +127,7 @@ class Supervisor:
                 os.close(read_fd)
                 child.run_job(
                     program,
-                    args_text,
+                    args,
                     limits=limits,
                     result_fd=write_fd,
                     scratch_dir=str(scratch),
@@ -122,48 +135,52 @@ class Supervisor:
                 )
             os.close(write_fd)
             try:
-                return self._collect(pid, read_fd, limits)
+                return self._collect(pid, read_fd, 1 if args is None else len(args), limits)
             finally:
                 self._cleanup(pid)
         finally:
             os.close(read_fd)
-            _empty_dir(self.scratch_root)
 
-    def _collect(self, pid: int, read_fd: int, limits: SandboxLimits) -> CallOutcome:
-        cap_bytes = 6 * limits.output_bytes + 64 * 1024  # JSON escapes can grow a text six-fold
-        received = bytearray()
+    def _collect(self, pid: int, read_fd: int, expected: int, limits: SandboxLimits) -> list[CallOutcome]:
+        """Read one result line per call, with a fresh wall-clock deadline for each call."""
+        reading = _Reading(expected, cap_bytes=6 * limits.output_bytes + 64 * 1024)  # JSON escapes: 6x
         pidfd = os.pidfd_open(pid)
         try:
             poller = select.poll()
             poller.register(read_fd, select.POLLIN)
             poller.register(pidfd, select.POLLIN)
             deadline = time.monotonic() + limits.timeout_s
-            exited, pipe_open = False, True
-            while not exited and len(received) <= cap_bytes:
+            while not reading.exited and not reading.overflowed:
                 remaining_s = deadline - time.monotonic()
                 if remaining_s <= 0:
                     break
                 for fd, _ in poller.poll(remaining_s * 1000):
                     if fd == pidfd:
-                        exited = True
-                    elif pipe_open:
+                        reading.exited = True
+                    elif reading.pipe_open:
                         chunk = os.read(read_fd, 1024 * 1024)
-                        received += chunk
                         if not chunk:
-                            pipe_open = False
+                            reading.pipe_open = False
                             poller.unregister(read_fd)
+                        if reading.feed(chunk, limits):
+                            deadline = time.monotonic() + limits.timeout_s
         finally:
             os.close(pidfd)
-        if len(received) > cap_bytes:
+        if reading.overflowed:
             _kill_group(pid)
-            return _failed(ErrorCode.OUTPUT_LIMIT, f"result exceeds {limits.output_bytes} bytes")
-        if not exited:
+            return [
+                *reading.calls,
+                _failed(ErrorCode.OUTPUT_LIMIT, f"result exceeds {limits.output_bytes} bytes"),
+            ]
+        if not reading.exited:
             _kill_group(pid)
-            return _failed(ErrorCode.TIMEOUT, f"wall-clock limit of {limits.timeout_s} s exceeded")
-        if pipe_open:
-            received += _drain(read_fd, cap_bytes - len(received))
+            timeout = _failed(ErrorCode.TIMEOUT, f"wall-clock limit of {limits.timeout_s} s exceeded")
+            return [*reading.calls, timeout]
+        if reading.pipe_open:
+            reading.feed(_drain(read_fd, reading.cap_bytes - len(reading.buffer)), limits)
         _, status, usage = os.wait4(pid, 0)
-        return _judge(status, usage.ru_utime + usage.ru_stime, bytes(received), limits)
+        ended = _judge_exit(status, usage.ru_utime + usage.ru_stime, limits)
+        return [*reading.calls, ended or reading.last(limits)]
 
     def _cleanup(self, pid: int) -> None:
         _kill_group(pid)
@@ -175,10 +192,60 @@ class Supervisor:
             _reap_orphans()
 
 
-def _judge(  # noqa: PLR0911 (one return per outcome class reads best)
-    status: int, cpu_s: float, received: bytes, limits: SandboxLimits
-) -> CallOutcome:
-    """Classify a finished job from its exit status and the limits that fired, never from its text."""
+class _Reading:
+    """The result lines of one job as they arrive.
+
+    A successful result before the last expected one is accepted when its line ends (the job has moved
+    on to the next call). The last one, and any failure, is held until the job exits: it stands only if
+    the job then exits cleanly with nothing more on the pipe, as a lone result always had to.
+    """
+
+    def __init__(self, expected: int, cap_bytes: int) -> None:
+        self.expected = expected
+        self.cap_bytes = cap_bytes
+        self.calls: list[CallOutcome] = []
+        self.held: CallOutcome | None = None
+        self.buffer = bytearray()
+        self.exited = False
+        self.pipe_open = True
+
+    @property
+    def overflowed(self) -> bool:
+        return len(self.buffer) > self.cap_bytes
+
+    def feed(self, chunk: bytes, limits: SandboxLimits) -> bool:
+        """Take bytes from the pipe; true when a call was accepted (the next call's clock starts)."""
+        self.buffer += chunk
+        accepted = False
+        while self.held is None and (end := self.buffer.find(b"\n")) >= 0:
+            call = _judge_result(bytes(self.buffer[:end]), limits)
+            del self.buffer[: end + 1]
+            if call.error is None and len(self.calls) + 1 < self.expected:
+                self.calls.append(call)
+                accepted = True
+            else:
+                self.held = call
+        return accepted
+
+    def last(self, limits: SandboxLimits) -> CallOutcome:
+        """The outcome of the call in progress when the job exited cleanly."""
+        if self.held is None:
+            if not self.buffer:
+                return _failed(ErrorCode.RUNTIME_ERROR, "the program ended the process before f returned")
+            return _judge_result(bytes(self.buffer), limits)  # an unterminated line is judged as sent
+        if self.buffer:
+            return _failed(
+                ErrorCode.RUNTIME_ERROR, "malformed result from the job: data after the last result"
+            )
+        return self.held
+
+
+def _judge_exit(status: int, cpu_s: float, limits: SandboxLimits) -> CallOutcome | None:
+    """The failure a job's exit status shows, or ``None`` for a clean exit; never from its text.
+
+    ``cpu_s`` is the whole job's CPU time; a SIGKILL after the job has used at least one call's budget
+    counts as the CPU limit (the hard limit sends exactly that).
+    """
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_s >= limits.cpu_time_s):
@@ -187,8 +254,11 @@ def _judge(  # noqa: PLR0911 (one return per outcome class reads best)
     exit_status = os.WEXITSTATUS(status)
     if exit_status != child.EXIT_OK:
         return _failed(ErrorCode.RUNTIME_ERROR, f"job exited with status {exit_status} and no result")
-    if not received:
-        return _failed(ErrorCode.RUNTIME_ERROR, "the program ended the process before f returned")
+    return None
+
+
+def _judge_result(received: bytes, limits: SandboxLimits) -> CallOutcome:
+    """Validate one result line as hostile input: well-formed, a child-reportable code, within limits."""
     try:
         call = protocol.decode_call(protocol.decode_body(received))
     except protocol.ProtocolError as exc:
@@ -264,6 +334,27 @@ def _empty_dir(root: Path) -> None:
             shutil.rmtree(entry, onerror=lambda func, path, exc: make_writable(func, path, exc[1]))
         else:
             entry.unlink()
+
+
+def _only_empty_scratch(root: Path, scratch: Path) -> bool:
+    """Whether ``root`` holds nothing but an empty, private ``scratch`` directory that a job can reuse.
+
+    Two directory reads and two stats instead of a tree removal and a mkdir for the common job that
+    writes no file; anything unexpected (an entry, a changed mode, a permission error) means no.
+    """
+    try:
+        if stat.S_IMODE(os.lstat(root).st_mode) != 0o700:
+            return False
+        with os.scandir(root) as entries:
+            if [entry.name for entry in entries] != [scratch.name]:
+                return False
+        with os.scandir(scratch) as entries:
+            if next(entries, None) is not None:
+                return False
+        info = os.lstat(scratch)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
 
 
 def _preimport() -> None:
