@@ -34,7 +34,6 @@ import json
 import math
 import os
 import resource
-import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -60,8 +59,9 @@ EXIT_OK = 0
 def _confine(
     result_fd: int, scratch_dir: str, limits: SandboxLimits, nproc_limit: int | None, calls: int
 ) -> None:
+    # SIGINT is already at its default: the supervisor resets it before it forks any job (not here:
+    # ``signal.signal`` runs enum code whose first run in a fresh fork copies ~70 pages of the warm heap).
     os.setsid()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     # Descriptors: the result pipe becomes fd 3, the standard streams /dev/null, everything else closed.
     if result_fd != RESULT_FD:
         os.dup2(result_fd, RESULT_FD)
@@ -71,7 +71,8 @@ def _confine(
         os.dup2(devnull, fd)
     os.closerange(RESULT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     os.chdir(scratch_dir)
-    os.environ.clear()
+    if os.environ:  # the supervisor empties its own environment at start; this is the backstop
+        os.environ.clear()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     # The soft CPU limit is one call's budget (raised before each later call, see ``_next_cpu_budget``);

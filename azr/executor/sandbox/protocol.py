@@ -17,16 +17,20 @@ capped literal parser before comparing anything.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import struct
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.executor.backends.base import CallOutcome, HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
+
+if TYPE_CHECKING:
+    # Only the parent reads frames with asyncio. Importing it in the supervisor would bring in threading,
+    # whose at-fork hook then runs Python code in every forked job (a few hundred copy-on-write faults).
+    import asyncio
 
 MAX_FRAME_BYTES = 64 * 1024**2
 """Largest frame either side accepts; a longer announced length is a protocol failure, never a read."""
@@ -95,6 +99,8 @@ def write_frame(fd: int, message: JsonObject) -> None:
 
 async def read_frame_async(reader: asyncio.StreamReader) -> JsonObject:
     """Read one frame; raises ``EOFError`` when the stream ends (the supervisor died)."""
+    import asyncio  # noqa: PLC0415 (see the TYPE_CHECKING import above)
+
     try:
         header = await reader.readexactly(_HEADER.size)
         body = await reader.readexactly(_frame_length(header))
