@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, BinaryIO, Literal
 
 import typer
 from rich.console import Console
@@ -79,7 +79,7 @@ def run(
     )
     err = Console(stderr=True, soft_wrap=True)
     try:
-        with _open_in(in_path) as source, _open_out(out_path) as sink:
+        with _open(in_path, "rb") as source, _open(out_path, "wb") as sink:
             summary = asyncio.run(_run(config, source, sink, err))
     except CannotRunError as exc:
         err.print(f"[red]executor run failed:[/red] {exc}")
@@ -118,27 +118,16 @@ async def _started(config: PoolConfig) -> AsyncIterator[ExecutorPool]:
 
 
 @contextlib.contextmanager
-def _open_in(path: str) -> Iterator[BinaryIO]:
+def _open(path: str, mode: Literal["rb", "wb"]) -> Iterator[BinaryIO]:
+    """``path`` opened in ``mode``; ``-`` is stdin or stdout, which stay open after the run."""
     if path == "-":
-        yield sys.stdin.buffer
+        yield sys.stdin.buffer if mode == "rb" else sys.stdout.buffer
         return
     try:
-        stream = Path(path).open("rb")  # noqa: SIM115 - closed below, after the run
+        stream = Path(path).open(mode)  # noqa: SIM115 - closed below, after the run
     except OSError as exc:
-        raise CannotRunError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with stream:
-        yield stream
-
-
-@contextlib.contextmanager
-def _open_out(path: str) -> Iterator[BinaryIO]:
-    if path == "-":
-        yield sys.stdout.buffer
-        return
-    try:
-        stream = Path(path).open("wb")  # noqa: SIM115 - closed below, after the run
-    except OSError as exc:
-        raise CannotRunError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        verb = "read" if mode == "rb" else "write"
+        raise CannotRunError(f"cannot {verb} {path}: {exc.strerror or exc}") from exc
     with stream:
         yield stream
 
