@@ -8,6 +8,7 @@ Token ids and log-probs travel as packed little-endian arrays (int32 / float32, 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -140,6 +141,15 @@ def _array(raw: bytes, dtype: np.dtype[np.int32] | np.dtype[np.float32], name: s
 
 
 def _parts(raw: bytes) -> dict[str, float]:
+    # Rewards take few distinct values, so most entries repeat a recent encoding: parse and validate
+    # each encoding once, and hand every experience its own copy.
+    return dict(_parse_parts(raw))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_parts(raw: bytes) -> dict[str, float]:
+    if not isinstance(raw, bytes):
+        raise MalformedEntryError(f"parts: not bytes but {type(raw).__name__}")
     if len(raw) > _MAX_PARTS_BYTES:
         raise MalformedEntryError(f"parts: {len(raw)} bytes, more than {_MAX_PARTS_BYTES}")
     try:

@@ -86,16 +86,20 @@ log = logging.getLogger(__name__)
 _ACK = f"""
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) * 1000 + math.floor(tonumber(now_parts[2]) / 1000)
-local entries, fresh, dup = {{}}, 0, 0
+local entries, members, fresh = {{}}, {{}}, 0
 for i = 3, #ARGV, 2 do
   entries[#entries + 1] = ARGV[i]
-  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i + 1]) == 1 then fresh = fresh + 1 else dup = dup + 1 end
+  members[#members + 1] = now
+  members[#members + 1] = ARGV[i + 1]
 end
 for i = 1, #entries, 1000 do
   local last = math.min(i + 999, #entries)
+  -- one ZADD per slice: NX adds only ids not yet recorded, and counts them (a repeat counts once)
+  fresh = fresh + redis.call('ZADD', KEYS[2], 'NX', unpack(members, 2 * i - 1, 2 * last))
   redis.call('XACK', KEYS[1], ARGV[1], unpack(entries, i, last))
   redis.call('XDEL', KEYS[1], unpack(entries, i, last))
 end
+local dup = #entries - fresh
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[2]))
 if fresh > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_TRAINED}', fresh) end
 if dup > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_DUPLICATES}', dup) end
@@ -256,7 +260,7 @@ class ExperienceStream:
             delay_s = min(delay_s * 2, 0.05)
         pipe = self._client.pipeline(transaction=True)
         for fields in chunk:
-            pipe.xadd(self._stream, dict(fields.items()))
+            pipe.xadd(self._stream, fields)  # type: ignore[arg-type]
         pipe.hincrby(self._keys.counters(), STREAM_ADDED, len(chunk))
         return [as_text(entry_id) for entry_id in pipe.execute()[:-1]]
 
