@@ -1,9 +1,22 @@
-"""Compact, strict encoding of an ``Experience`` as the fields of one Redis stream entry.
+"""Compact, strict encoding of an ``Experience`` as ONE binary field of a Redis stream entry.
 
-Token ids and log-probs travel as packed little-endian arrays (int32 / float32, raw bytes fields: a
-1,000-token experience is ~6.8 kB, not a JSON list three times that size); scalars are plain fields;
-``reward_parts`` is a small JSON object. Decoding is strict: a missing, unknown or malformed field raises
-``MalformedEntryError`` with the reason, so the consumer can quarantine the entry instead of training on it.
+Why one field: the cost of a stream entry, in the client (packing the command) and in Redis (parsing
+and storing it), grows with its number of fields; one packed payload per experience is the cheapest.
+
+Layout of the payload (all little-endian), version 2::
+
+    header   _HEADER: version (u8), 3 pad bytes, prompt length P and response length R in tokens (u32),
+             policy version (i64), reward (f64), byte lengths of id, run, role, type, task, parts (u16)
+    arrays   prompt ids int32[P], response ids int32[R], behaviour log-probs float32[R]
+    text     id, run id, role, task type, task id (UTF-8), reward parts (UTF-8 JSON object)
+
+The header is 40 bytes, so the arrays start aligned. Decoding is strict: a wrong set of fields, an
+unknown version, a payload whose length differs from what its header declares, bad UTF-8 or JSON, a
+non-finite reward, or an experience that breaks its own invariants raises ``MalformedEntryError`` with
+the reason, so the consumer can quarantine the entry instead of training on it.
+
+Decoded arrays are read-only views of the payload (no copy); the trainer only reads them (it collates
+them into fresh tensors). Copy one before writing to it.
 """
 
 from __future__ import annotations
@@ -11,32 +24,24 @@ from __future__ import annotations
 import functools
 import json
 import math
+import struct
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from azr.trainer.experience import Experience
 
-VERSION = b"1"
+VERSION = 2
+FIELD = b"x"
+"""The one stream field that holds the payload."""
+_HEADER = struct.Struct("<B3xIIqd6H")
 _IDS = np.dtype("<i4")
 _LOGPROBS = np.dtype("<f4")
+_MAX_TEXT_BYTES = 0xFFFF  # u16 length fields
 _MAX_PARTS_BYTES = 4096  # a handful of named reward components; anything bigger is not ours
-_FIELDS = frozenset(
-    {
-        b"v",
-        b"id",
-        b"run",
-        b"ver",
-        b"role",
-        b"type",
-        b"task",
-        b"reward",
-        b"parts",
-        b"prompt",
-        b"response",
-        b"logprobs",
-    }
-)
+_TEXT_NAMES = ("id", "run", "role", "type", "task")
 
 
 class MalformedEntryError(ValueError):
@@ -48,96 +53,106 @@ class MalformedEntryError(ValueError):
 
 
 def encode(exp: Experience) -> dict[bytes, bytes]:
-    """The stream fields of an experience."""
-    return {
-        b"v": VERSION,
-        b"id": exp.id.encode(),
-        b"run": exp.run_id.encode(),
-        b"ver": str(exp.policy_version).encode(),
-        b"role": exp.role.encode(),
-        b"type": exp.task_type.encode(),
-        b"task": exp.task_id.encode(),
-        b"reward": repr(float(exp.reward)).encode(),
-        b"parts": json.dumps(exp.reward_parts, separators=(",", ":"), allow_nan=False).encode(),
-        b"prompt": exp.prompt_ids.astype(_IDS, copy=False).tobytes(),
-        b"response": exp.response_ids.astype(_IDS, copy=False).tobytes(),
-        b"logprobs": exp.behaviour_logprobs.astype(_LOGPROBS, copy=False).tobytes(),
-    }
+    """The stream fields of an experience (one field, ``FIELD``)."""
+    texts = [
+        exp.id.encode(),
+        exp.run_id.encode(),
+        exp.role.encode(),
+        exp.task_type.encode(),
+        exp.task_id.encode(),
+        json.dumps(exp.reward_parts, separators=(",", ":"), allow_nan=False).encode(),
+    ]
+    for name, text in zip((*_TEXT_NAMES, "parts"), texts, strict=True):
+        if len(text) > _MAX_TEXT_BYTES:
+            raise ValueError(f"{name}: {len(text)} bytes, more than the codec's {_MAX_TEXT_BYTES}")
+    try:
+        header = _HEADER.pack(
+            VERSION,
+            len(exp.prompt_ids),
+            len(exp.response_ids),
+            exp.policy_version,
+            float(exp.reward),
+            *map(len, texts),
+        )
+    except struct.error as exc:
+        raise ValueError(f"policy_version {exp.policy_version} does not fit the codec's int64") from exc
+    arrays = (
+        exp.prompt_ids.astype(_IDS, copy=False).tobytes(),
+        exp.response_ids.astype(_IDS, copy=False).tobytes(),
+        exp.behaviour_logprobs.astype(_LOGPROBS, copy=False).tobytes(),
+    )
+    return {FIELD: b"".join((header, *arrays, *texts))}
 
 
 def decode(fields: Mapping[bytes, bytes]) -> Experience:
     """Rebuild an experience from stream fields; raises ``MalformedEntryError`` on anything unexpected."""
-    keys = set(fields)
-    if keys != _FIELDS:
-        missing = sorted(_name(k) for k in _FIELDS - keys)
-        unknown = sorted(_name(k) for k in keys - _FIELDS)
-        raise MalformedEntryError(f"fields: missing {missing}, unknown {unknown}")
-    if fields[b"v"] != VERSION:
-        raise MalformedEntryError(f"codec version {fields[b'v']!r}, expected {VERSION!r}")
-    reward = _float(fields[b"reward"], "reward")
+    payload = _payload(fields)
+    if len(payload) < _HEADER.size:
+        raise MalformedEntryError(f"truncated: {len(payload)} bytes, the header alone is {_HEADER.size}")
+    version, prompt_len, response_len, policy_version, reward, *text_lens = _HEADER.unpack_from(payload)
+    if version != VERSION:
+        raise MalformedEntryError(f"codec version {version}, expected {VERSION}")
+    arrays_end = _HEADER.size + 4 * prompt_len + 8 * response_len
+    expected = arrays_end + sum(text_lens)
+    if len(payload) != expected:
+        raise MalformedEntryError(
+            f"length mismatch: the header declares {expected} bytes, the payload has {len(payload)}"
+        )
+    if not math.isfinite(reward):
+        raise MalformedEntryError(f"reward: not finite: {reward}")
+    texts = []
+    start = arrays_end
+    for name, length in zip(_TEXT_NAMES, text_lens[:-1], strict=True):
+        texts.append(_text(payload[start : start + length], name))
+        start += length
+    if not texts[0]:
+        raise MalformedEntryError("id: empty")
+    parts = _parts(payload[start:])
+    response_at = _HEADER.size + 4 * prompt_len
     try:
         return Experience(
-            id=_text(fields[b"id"], "id", nonempty=True),
-            run_id=_text(fields[b"run"], "run"),
-            policy_version=_int(fields[b"ver"], "ver"),
-            role=_text(fields[b"role"], "role"),
-            task_type=_text(fields[b"type"], "type"),
-            prompt_ids=_array(fields[b"prompt"], _IDS, "prompt"),
-            response_ids=_array(fields[b"response"], _IDS, "response"),
-            behaviour_logprobs=_array(fields[b"logprobs"], _LOGPROBS, "logprobs"),
+            id=texts[0],
+            run_id=texts[1],
+            policy_version=policy_version,
+            role=texts[2],
+            task_type=texts[3],
+            prompt_ids=_array(payload, _IDS, _HEADER.size, prompt_len),
+            response_ids=_array(payload, _IDS, response_at, response_len),
+            behaviour_logprobs=_array(payload, _LOGPROBS, response_at + 4 * response_len, response_len),
             reward=reward,
-            reward_parts=_parts(fields[b"parts"]),
-            task_id=_text(fields[b"task"], "task"),
+            reward_parts=parts,
+            task_id=texts[4],
         )
-    except MalformedEntryError:
-        raise
     except ValueError as exc:  # the Experience's own invariants (role, type, lengths)
         raise MalformedEntryError(str(exc)) from exc
+
+
+def _payload(fields: Mapping[bytes, bytes]) -> bytes:
+    if len(fields) != 1 or FIELD not in fields:
+        if b"v" in fields:  # the multi-field layout of version 1
+            raise MalformedEntryError(f"codec version {_name(fields[b'v'])}, expected {VERSION}")
+        names = sorted(_name(k) for k in fields)
+        raise MalformedEntryError(f"fields: expected only [{_name(FIELD)!r}], got {names}")
+    payload = fields[FIELD]
+    if not isinstance(payload, bytes):
+        raise MalformedEntryError(f"payload: not bytes but {type(payload).__name__}")
+    return payload
 
 
 def _name(key: object) -> str:
     return key.decode(errors="replace") if isinstance(key, bytes) else repr(key)
 
 
-def _text(raw: bytes, name: str, *, nonempty: bool = False) -> str:
-    if not isinstance(raw, bytes):
-        raise MalformedEntryError(f"{name}: not bytes but {type(raw).__name__}")
+def _text(raw: bytes, name: str) -> str:
     try:
-        text = raw.decode()
+        return raw.decode()
     except UnicodeDecodeError as exc:
         raise MalformedEntryError(f"{name}: not UTF-8") from exc
-    if nonempty and not text:
-        raise MalformedEntryError(f"{name}: empty")
-    return text
 
 
-def _int(raw: bytes, name: str) -> int:
-    text = _text(raw, name)
-    if not text.isascii() or not text.lstrip("-").isdigit():
-        raise MalformedEntryError(f"{name}: not an integer: {text[:40]!r}")
-    return int(text)
-
-
-def _float(raw: bytes, name: str) -> float:
-    text = _text(raw, name)
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise MalformedEntryError(f"{name}: not a number: {text[:40]!r}") from exc
-    if not math.isfinite(value):
-        raise MalformedEntryError(f"{name}: not finite: {text[:40]!r}")
-    return value
-
-
-def _array(raw: bytes, dtype: np.dtype[np.int32] | np.dtype[np.float32], name: str) -> np.ndarray:
-    if not isinstance(raw, bytes):
-        raise MalformedEntryError(f"{name}: not bytes but {type(raw).__name__}")
-    if len(raw) % dtype.itemsize:
-        raise MalformedEntryError(
-            f"{name}: {len(raw)} bytes is not a whole number of {dtype.itemsize}-byte items"
-        )
-    # frombuffer views the immutable bytes; the copy makes the array writable and native-endian.
-    return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
+def _array(payload: bytes, dtype: np.dtype[Any], offset: int, count: int) -> npt.NDArray[Any]:
+    # A read-only view of the payload, native-endian on little-endian hosts; elsewhere Experience converts.
+    return np.frombuffer(payload, dtype=dtype, count=count, offset=offset)
 
 
 def _parts(raw: bytes) -> dict[str, float]:
@@ -148,8 +163,6 @@ def _parts(raw: bytes) -> dict[str, float]:
 
 @functools.lru_cache(maxsize=1024)
 def _parse_parts(raw: bytes) -> dict[str, float]:
-    if not isinstance(raw, bytes):
-        raise MalformedEntryError(f"parts: not bytes but {type(raw).__name__}")
     if len(raw) > _MAX_PARTS_BYTES:
         raise MalformedEntryError(f"parts: {len(raw)} bytes, more than {_MAX_PARTS_BYTES}")
     try:
