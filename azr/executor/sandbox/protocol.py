@@ -99,7 +99,7 @@ def write_frame(fd: int, message: JsonObject) -> None:
 
 async def read_frame_async(reader: asyncio.StreamReader) -> JsonObject:
     """Read one frame; raises ``EOFError`` when the stream ends (the supervisor died)."""
-    import asyncio  # noqa: PLC0415 (see the TYPE_CHECKING import above)
+    import asyncio
 
     try:
         header = await reader.readexactly(_HEADER.size)

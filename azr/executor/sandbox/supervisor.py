@@ -53,7 +53,6 @@ from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox import child, protocol
 from azr.executor.sandbox.probe import probe
 
-
 CHILD_CODES = frozenset(
     {
         ErrorCode.SYNTAX_ERROR,
@@ -361,7 +360,7 @@ def _log(level: str, message: str, *args: object) -> None:
     The warm zygote must not import ``logging``: it imports ``threading``, whose at-fork hook then runs
     Python code in every forked job (about 130 copy-on-write page faults, 0.3 ms of CPU per job).
     """
-    import logging  # noqa: PLC0415 (see the docstring)
+    import logging
 
     if not logging.root.handlers:
         logging.basicConfig(stream=sys.stderr, format="supervisor %(levelname)s %(message)s")
