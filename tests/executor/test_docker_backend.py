@@ -101,6 +101,18 @@ async def test_containers_are_hardened(engine, backend: DockerBackend) -> None:
         assert not host["Binds"] and not container.attrs["Mounts"]  # no volumes, no Docker socket
         assert container.attrs["Config"]["User"] == "10001:10001"
     assert backend.isolation.full, backend.isolation
+    assert "seccomp filter active, no_new_privs on" in backend.isolation.details
+
+
+async def test_jobs_run_under_seccomp_and_no_new_privs(backend: DockerBackend) -> None:
+    """Read from inside a job, not from the engine's record: the kernel's view of the job process."""
+    program = """
+    def f(x):
+        fields = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines())
+        return [fields["Seccomp"].strip(), fields["NoNewPrivs"].strip()]
+    """
+    outcome = await backend.run(_request(program))
+    assert outcome.calls[0].output == "['2', '1']", outcome
 
 
 async def test_slots_run_with_different_hash_seeds(backend: DockerBackend) -> None:

@@ -170,6 +170,7 @@ def test_local_isolation_is_probed_and_full(backend: Harness) -> None:
     assert report.full, report
     assert report.backend == "local"
     assert any("readable host paths: []" in line for line in report.details)
+    assert "no seccomp filter, no_new_privs on" in report.details  # bubblewrap sets no_new_privs
 
 
 def test_refuses_to_start_without_isolation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from azr.executor.backends.base import IsolationReport
 from azr.executor.backends.docker_container import SandboxContainer
 from azr.executor.errors import ErrorCode, ExecutorError
+from azr.executor.sandbox.probe import describe_kernel_guards
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,9 @@ async def measure_isolation(container: SandboxContainer, *, custom_seccomp: bool
     details = (
         f"image {info['Config']['Image']}",
         f"runtime {runtime}",
-        f"security options {', '.join(host.get('SecurityOpt') or [])}; seccomp "
+        f"security options {', '.join(host.get('SecurityOpt') or [])}; seccomp profile "
         + ("custom" if custom_seccomp else "engine default"),
+        describe_kernel_guards(seen),
         f"memory {host['Memory']} B, pids {host['PidsLimit']}, cpus {host['NanoCpus'] / 1e9:g}",
         "shared host kernel" if runtime == "runc" else "user-space kernel",
     )
@@ -131,7 +133,7 @@ async def measure_isolation(container: SandboxContainer, *, custom_seccomp: bool
         network=network,
         filesystem=filesystem,
         pid=host.get("PidMode", "") in ("", "private") and seen.get("pid") == 1,
-        user=seen.get("uid") not in (0, None) and seen.get("cap_eff") == 0,
+        user=seen.get("uid") not in (0, None) and seen.get("cap_eff") == 0 and seen.get("no_new_privs") == 1,
         rlimits=True,  # the supervisor applies them to every job
         details=details,
     )

@@ -32,6 +32,7 @@ from azr.executor.backends.base import HashSeedSlot, IsolationReport, RunOutcome
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox import launch, protocol
+from azr.executor.sandbox.probe import describe_kernel_guards
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +264,7 @@ class LocalBackend:
                 f"readable host paths: {seen['readable']}",
                 f"writable host dirs: {seen['writable']}",
                 f"interfaces: {seen['interfaces']}",
+                describe_kernel_guards(seen),
                 f"hash seeds: {protocol.SLOT_HASH_SEEDS[HashSeedSlot.A]} (a), "
                 f"{protocol.SLOT_HASH_SEEDS[HashSeedSlot.B]} (b)",
             ),
@@ -352,6 +354,8 @@ _PROBE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "pid": int,
     "uid": int,
     "cap_eff": (int, type(None)),
+    "seccomp": (int, type(None)),
+    "no_new_privs": (int, type(None)),
     "interfaces": list,
     "tcp_connected": bool,
     "readable": list,

@@ -5,8 +5,9 @@ The parent sends ``{"op": "probe", "tcp_port", "read_paths", "write_dirs"}``: a 
 lists what was actually reachable; the backend turns it into an ``IsolationReport``.
 
 Covered: network reachability of the host's loopback, visible network interfaces, readability and
-writability of the named paths, own PID (1 means a PID namespace of its own), user id and effective
-capabilities. Not covered: anything not named by the parent (the probe cannot enumerate the host).
+writability of the named paths, own PID (1 means a PID namespace of its own), user id, effective
+capabilities, the seccomp mode and the no_new_privs flag. Not covered: anything not named by the parent
+(the probe cannot enumerate the host).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from azr.executor.sandbox.protocol import JsonObject
 
 _CAPABILITY_VERSION_3 = 0x20080522
 _CONNECT_TIMEOUT_S = 0.5
+_PR_GET_SECCOMP = 21
+_PR_GET_NO_NEW_PRIVS = 39
 
 
 class _CapHeader(ctypes.Structure):
@@ -74,6 +77,24 @@ def _writable(directory: str) -> bool:
     return True
 
 
+def _prctl_get(option: int) -> int | None:
+    result = int(ctypes.CDLL(None, use_errno=True).prctl(option, 0, 0, 0, 0))
+    return None if result < 0 else result
+
+
+def kernel_guards() -> dict[str, int | None]:
+    """This process's seccomp mode (0 none, 2 filter) and no_new_privs flag, from ``prctl`` (no /proc)."""
+    return {"seccomp": _prctl_get(_PR_GET_SECCOMP), "no_new_privs": _prctl_get(_PR_GET_NO_NEW_PRIVS)}
+
+
+def describe_kernel_guards(seen: JsonObject) -> str:
+    """The seccomp mode and no_new_privs flag of a probe reply, for an isolation report's details."""
+    modes: dict[object, str] = {0: "no seccomp filter", 1: "seccomp strict mode", 2: "seccomp filter active"}
+    privs: dict[object, str] = {0: "off", 1: "on"}
+    mode = modes.get(seen.get("seccomp"), "seccomp mode unknown")
+    return f"{mode}, no_new_privs {privs.get(seen.get('no_new_privs'), 'unknown')}"
+
+
 def _strings(value: object) -> list[str]:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
@@ -88,6 +109,7 @@ def probe(message: JsonObject, scratch_root: Path) -> JsonObject:
         "pid": os.getpid(),
         "uid": os.getuid(),
         "cap_eff": effective_capabilities(),
+        **kernel_guards(),
         "interfaces": interfaces,
         "tcp_connected": _connects(message.get("tcp_port")),
         "readable": [p for p in _strings(message.get("read_paths")) if _readable(p)],
