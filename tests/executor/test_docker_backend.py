@@ -161,6 +161,23 @@ ATTACKS = [
         ErrorCode.RUNTIME_ERROR,
         id="exhaust-pids",
     ),
+    pytest.param(
+        """
+        def f(x):
+            import os, time
+            ready, tell = os.pipe()
+            if os.fork() == 0:  # each process stays under its address-space limit; together they
+                held = b'x' * (300 << 20)  # exceed the container's memory, and the kernel's OOM killer
+                os.write(tell, b'1')  # ends the largest: the job itself
+                time.sleep(60)
+            os.read(ready, 1)
+            mine = b'y' * (400 << 20)
+            return len(mine)
+        """,
+        SandboxLimits(timeout_s=5.0, cpu_time_s=5, processes=8),
+        ErrorCode.MEMORY_LIMIT,
+        id="cgroup-oom",
+    ),
 ]
 
 

@@ -19,6 +19,9 @@ Covered:
   (``kill(-1, SIGKILL)``) and reaps them all, so nothing outlives a job, and jobs cannot kill the
   supervisor (init ignores SIGKILL from inside its namespace; other signals have no handler).
   Elsewhere it kills the job's process group and reaps orphans as a child subreaper.
+- Memory: each job has its own address-space rlimit; where the sandbox has a memory cgroup (the docker
+  backend), a job that the kernel's OOM killer ends is told apart from other kills by the cgroup's
+  ``oom_kill`` counter, so it gets ``memory_limit``, not ``runtime_error``.
 - Result forging through the protocol channel: jobs never hold fd 0/1 of the supervisor; results come on
   a private pipe, read with a size cap and validated; only child-reportable error codes are accepted.
 - Tampering with the supervisor from a job: it is made non-dumpable (no ptrace, no /proc/<pid>/mem).
@@ -72,6 +75,11 @@ _REPLY_MARGIN_BYTES = 1024**2
 _REPLY_FULL = CallOutcome(
     output=None, error=ExecError(ErrorCode.OUTPUT_LIMIT, "the outputs of this request exceed the reply limit")
 )
+_OOM_COUNTERS = (
+    Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.oom_control"),  # cgroup v1
+)
+"""Where a sandbox's memory cgroup counts the processes its OOM killer ended (line ``oom_kill N``)."""
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -85,6 +93,7 @@ class Supervisor:
         # As PID 1 only the supervisor itself is alive between jobs, so the namespace's process count
         # (what RLIMIT_NPROC counts inside a user namespace) is exactly one before each fork.
         self.base_processes = 1 if self.is_init else None
+        self.oom_counter = next((path for path in _OOM_COUNTERS if _oom_kills(path) is not None), None)
 
     def run(self, program: str, args: tuple[str, ...], limits: SandboxLimits) -> RunOutcome:
         started = time.monotonic()
@@ -116,6 +125,7 @@ class Supervisor:
         if not _only_empty_scratch(self.scratch_root, scratch):
             _empty_dir(self.scratch_root)
             scratch.mkdir(mode=0o700)
+        oom_kills_before = self._oom_kills()
         read_fd, write_fd = os.pipe()
         nproc = None if self.base_processes is None else self.base_processes + limits.processes
         try:
@@ -132,13 +142,18 @@ class Supervisor:
                 )
             os.close(write_fd)
             try:
-                return self._collect(pid, read_fd, 1 if args is None else len(args), limits)
+                return self._collect(pid, read_fd, 1 if args is None else len(args), limits, oom_kills_before)
             finally:
                 self._cleanup(pid)
         finally:
             os.close(read_fd)
 
-    def _collect(self, pid: int, read_fd: int, expected: int, limits: SandboxLimits) -> list[CallOutcome]:
+    def _oom_kills(self) -> int | None:
+        return None if self.oom_counter is None else _oom_kills(self.oom_counter)
+
+    def _collect(
+        self, pid: int, read_fd: int, expected: int, limits: SandboxLimits, oom_kills_before: int | None
+    ) -> list[CallOutcome]:
         """Read one result line per call, with a fresh wall-clock deadline for each call."""
         reading = _Reading(expected, cap_bytes=6 * limits.output_bytes + 64 * 1024)  # JSON escapes: 6x
         pidfd = os.pidfd_open(pid)
@@ -176,7 +191,9 @@ class Supervisor:
         if reading.pipe_open:
             reading.feed(_drain(read_fd, reading.cap_bytes - len(reading.buffer)), limits)
         _, status, usage = os.wait4(pid, 0)
-        ended = _judge_exit(status, usage.ru_utime + usage.ru_stime, limits)
+        # Read only after a kill by signal: the counter costs a file read, and only a kill needs it.
+        oom_killed = os.WIFSIGNALED(status) and self._oom_kills() != oom_kills_before
+        ended = _judge_exit(status, usage.ru_utime + usage.ru_stime, limits, oom_killed=oom_killed)
         return [*reading.calls, ended or reading.last(limits)]
 
     def _cleanup(self, pid: int) -> None:
@@ -237,14 +254,17 @@ class _Reading:
         return self.held
 
 
-def _judge_exit(status: int, cpu_s: float, limits: SandboxLimits) -> CallOutcome | None:
+def _judge_exit(status: int, cpu_s: float, limits: SandboxLimits, *, oom_killed: bool) -> CallOutcome | None:
     """The failure a job's exit status shows, or ``None`` for a clean exit; never from its text.
 
     ``cpu_s`` is the whole job's CPU time; a SIGKILL after the job has used at least one call's budget
-    counts as the CPU limit (the hard limit sends exactly that).
+    counts as the CPU limit (the hard limit sends exactly that). ``oom_killed``: the sandbox's memory
+    cgroup counted an OOM kill during the job.
     """
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
+        if signum == signal.SIGKILL and oom_killed:
+            return _failed(ErrorCode.MEMORY_LIMIT, "the sandbox's memory limit was exceeded (OOM killer)")
         if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_s >= limits.cpu_time_s):
             return _failed(ErrorCode.TIMEOUT, f"CPU limit of {limits.cpu_time_s} s exceeded")
         return _failed(ErrorCode.RUNTIME_ERROR, f"killed by signal {signum} ({signal.strsignal(signum)})")
@@ -265,6 +285,19 @@ def _judge_result(received: bytes, limits: SandboxLimits) -> CallOutcome:
     if call.output is not None and len(call.output.encode("utf-8")) > limits.output_bytes:
         return _failed(ErrorCode.OUTPUT_LIMIT, f"result text exceeds {limits.output_bytes} bytes")
     return call
+
+
+def _oom_kills(counter: Path) -> int | None:
+    """The ``oom_kill`` count of a memory cgroup's events file, ``None`` where it cannot be read."""
+    try:
+        lines = counter.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, _, value = line.partition(" ")
+        if name == "oom_kill" and value.isdigit():
+            return int(value)
+    return None
 
 
 def _failed(code: ErrorCode, message: str) -> CallOutcome:
