@@ -191,7 +191,7 @@ class Supervisor:
         if reading.pipe_open:
             reading.feed(_drain(read_fd, reading.cap_bytes - len(reading.buffer)), limits)
         _, status, usage = os.wait4(pid, 0)
-        # Read only after a kill by signal: the counter costs a file read, and only a kill needs it.
+        # Only a job ended by a signal can have been the OOM killer's, so only then is the count read again.
         oom_killed = os.WIFSIGNALED(status) and self._oom_kills() != oom_kills_before
         ended = _judge_exit(status, usage.ru_utime + usage.ru_stime, limits, oom_killed=oom_killed)
         return [*reading.calls, ended or reading.last(limits)]
