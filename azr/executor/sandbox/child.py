@@ -102,7 +102,7 @@ def _describe(exc: BaseException) -> str:
     return (f"{name}: {text}" if text else name)[:_MESSAGE_CHARS]
 
 
-def _load(program: str) -> Callable[..., object] | Message:
+def load_entry(program: str) -> Callable[..., object] | Message:
     """Compile and execute the untrusted program; ``f``, or the error message that ends the request."""
     try:
         code = compile(program, "<program>", "exec")
@@ -119,7 +119,7 @@ def _load(program: str) -> Callable[..., object] | Message:
     return cast(Callable[..., object], entry)
 
 
-def _call(entry: Callable[..., object], args_text: str, limits: SandboxLimits) -> Message:
+def call_entry(entry: Callable[..., object], args_text: str, limits: SandboxLimits) -> Message:
     args = values.parse_args(args_text)
     result = entry(*args)
     text = values.canonical(result, values.ValueLimits(max_text_chars=limits.output_bytes))
@@ -150,7 +150,7 @@ def _messages(program: str, args: tuple[str, ...] | None, limits: SandboxLimits)
     supervisor runs the remaining calls in a fresh fork; that keeps the outcome of every call the same
     as if each call had its own process, except for state the program's own successful calls left.
     """
-    entry = _guarded(lambda: _load(program), limits)
+    entry = _guarded(lambda: load_entry(program), limits)
     if isinstance(entry, dict):
         yield entry
         return
@@ -160,10 +160,15 @@ def _messages(program: str, args: tuple[str, ...] | None, limits: SandboxLimits)
     for index, args_text in enumerate(args):
         if index:
             _next_cpu_budget(limits)
-        message = _guarded(functools.partial(_call, entry, args_text, limits), limits)
+        message = _guarded(functools.partial(call_entry, entry, args_text, limits), limits)
         yield message
         if "error" in message:
             return
+
+
+def encode_message(message: Message) -> bytes:
+    """One result line: ASCII JSON holds no raw newline, so the newline ends exactly one message."""
+    return json.dumps(message).encode("ascii") + b"\n"
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -190,8 +195,7 @@ def run_job(
     try:
         _confine(result_fd, scratch_dir, limits, nproc_limit, calls=1 if args is None else len(args))
         for message in _messages(program, args, limits):
-            # ASCII JSON holds no raw newline, so the newline ends exactly one message.
-            _write_all(RESULT_FD, json.dumps(message).encode("ascii") + b"\n")
+            _write_all(RESULT_FD, encode_message(message))
         status = EXIT_OK
     except MemoryError:
         status = 71
