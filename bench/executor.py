@@ -8,12 +8,15 @@ Modes, all over the same corpus (``bench/corpus.py``) in one run:
   validation (``PYTHONHASHSEED`` 1 and 2), outputs compared as ``repr`` texts; as many subprocesses at
   once as there are cores. No sandbox, no gate, no re-parsing.
 
+The isolated modes pass over the corpus ``--rounds`` times (default 3) through one pool, so that a rate
+is measured over several seconds; the naive mode, at about 15 s a pass, makes one.
+
 Latency is per job: from when the pool takes a job up to its result. The machine's load average is
 recorded, since other work on the host skews every number here. ``bench/results/executor.json`` keeps
 the latest report of each backend under its name.
 
-    python bench/executor.py                 # full corpus (600 programs), 1 and 2 workers
-    python bench/executor.py --limit 100     # quick run
+    python -m bench.executor                 # full corpus (600 programs), 1 and 2 workers
+    python -m bench.executor --limit 100     # quick run
 """
 
 from __future__ import annotations
@@ -98,9 +101,13 @@ def _summarise(
 
 
 async def bench_pool(
-    tasks: list[Task], backend: Literal["local", "docker"], workers: int, allow_unisolated: bool
+    tasks: list[Task],
+    backend: Literal["local", "docker"],
+    workers: int,
+    allow_unisolated: bool,
+    rounds: int = 1,
 ) -> tuple[ModeResult, dict[str, object]]:
-    jobs = [Job(id=str(i), op=JobOp.VALIDATE, task=task) for i, task in enumerate(tasks)]
+    jobs = [Job(id=str(i), op=JobOp.VALIDATE, task=task) for i, task in enumerate(tasks * rounds)]
     async with ExecutorPool.create(backend, workers=workers, allow_unisolated=allow_unisolated) as pool:
         latencies: list[float] = []
         errors: Counter[str] = Counter()
@@ -172,7 +179,7 @@ def _table(results: list[ModeResult], load: tuple[float, float, float]) -> Table
     columns = (
         "mode",
         "workers",
-        "tasks",
+        "validations",
         "valid",
         "validations/s",
         "p50 ms",
@@ -203,7 +210,9 @@ async def main(args: argparse.Namespace) -> None:
     results: list[ModeResult] = []
     isolation: dict[str, object] = {}
     for workers in args.workers:
-        result, isolation = await bench_pool(tasks, args.backend, workers, args.allow_unisolated)
+        result, isolation = await bench_pool(
+            tasks, args.backend, workers, args.allow_unisolated, rounds=args.rounds
+        )
         results.append(result)
     naive = await bench_naive(tasks, concurrency=max(args.workers))
     results.append(naive)
@@ -211,6 +220,7 @@ async def main(args: argparse.Namespace) -> None:
     report = {
         "backend": args.backend,
         "tasks": len(tasks),
+        "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "load_average_start": load_start,
         "load_average_end": os.getloadavg(),
@@ -247,6 +257,12 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=0, help="use the first N corpus programs (0: all)")
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure (default: 1 2)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="passes over the corpus in each isolated mode, for steadier rates (the naive mode makes one)",
     )
     parser.add_argument(
         "--allow-unisolated", action="store_true", help="run where full isolation is unavailable"
