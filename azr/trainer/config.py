@@ -55,9 +55,12 @@ class TrainerConfig:
     """Most padded tokens (rows x longest row) in one forward/backward pass; None: no token budget."""
     shuffle: bool = True
     """Shuffle the responses (seeded) before cutting mini-batches, so each mixes all (role, type) groups."""
-    old_logprobs: OldLogprobs = "recompute"
-    """The PPO ratio's denominator: log-probs recomputed by the trainer before the update (veRL) or the
-    rollout engine's behaviour log-probs (saves a forward pass; adds sampler/trainer numeric mismatch)."""
+    old_logprobs: OldLogprobs = "behaviour"
+    """The PPO ratio's denominator. "behaviour" (default): the rollout engine's log-probs, so the ratio
+    corrects for the policy lag that ``max_staleness`` allows and for sampler/trainer numeric differences,
+    and the clip bounds both; it also saves a forward pass. "recompute": log-probs recomputed by the
+    trainer before the update, as veRL does for synchronous on-policy rollouts (the ratio starts at 1 and
+    ignores the lag). Both report the behaviour-vs-trainer mismatch."""
     temperature: float = 1.0
     """Sampling temperature of the rollouts; log-probs are scored at the same temperature (paper: 1.0)."""
     seed: int = 0

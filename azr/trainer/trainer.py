@@ -3,8 +3,8 @@
 For a batch of N experiences (AZR: 6 sub-batches, role x task type, of B each):
 
 1. collate into right-padded tensors (``azr.trainer.batch``);
-2. score the batch before any update: the old log-probs of the PPO ratio (recomputed, as veRL does, or
-   the rollout engine's behaviour log-probs) and, when the KL is on, the reference log-probs;
+2. score the batch before any update: the old log-probs of the PPO ratio (by default the rollout engine's
+   behaviour log-probs; or recomputed here, as veRL does) and, when the KL is on, the reference log-probs;
 3. advantages over the whole batch with the configured estimator (TRR++: whitened per (role, type) group);
 4. PPO epochs x mini-batches x micro-batches: each micro-batch loss is a token-mean over the response
    tokens of its whole mini-batch, so the accumulated gradient is exactly that of the mini-batch, and one

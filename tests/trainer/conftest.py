@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
 from azr.trainer.experience import ROLES, TASK_TYPES, Experience
+from azr.trainer.logprobs import sequence_logprobs
 from azr.trainer.tiny import build_tiny_model
+from azr.trainer.trainer import Trainer
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +64,25 @@ def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -
                     )
                 )
     return out
+
+
+@torch.no_grad()
+def on_policy(trainer: Trainer, experiences: list[Experience]) -> list[Experience]:
+    """The experiences with the behaviour log-probs that a sampler holding the trainer's current weights
+    would report, as on-policy rollouts carry them."""
+    batch = collate(experiences, trainer.pad_token_id)
+    logprobs, _ = sequence_logprobs(
+        trainer.engine.module,
+        batch.input_ids,
+        batch.attention_mask,
+        temperature=trainer.cfg.temperature,
+        with_entropy=False,
+    )  # (N, L)
+    mask = batch.response_mask.bool()  # (N, L)
+    return [
+        replace(e, behaviour_logprobs=logprobs[i][mask[i]].numpy().astype(np.float32))
+        for i, e in enumerate(experiences)
+    ]
 
 
 def params_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -13,7 +13,7 @@ from azr.trainer.algorithms import AlgoConfig
 from azr.trainer.config import TrainerConfig
 from azr.trainer.losses import LossConfig
 from azr.trainer.trainer import Trainer
-from tests.trainer.conftest import random_experiences
+from tests.trainer.conftest import on_policy, random_experiences
 
 ENGINES: list[dict[str, Any]] = [
     {"engine": "torch"},
@@ -98,8 +98,8 @@ def test_kl_to_the_reference_starts_at_zero_and_grows(
     )
     trainer = Trainer(make_config(algo=algo, lr=1e-3))
     experiences = random_experiences()
-    first = trainer.train_step(experiences)
-    later = [trainer.train_step(experiences) for _ in range(3)]
+    first = trainer.train_step(on_policy(trainer, experiences))
+    later = [trainer.train_step(on_policy(trainer, experiences)) for _ in range(3)]
     assert first["losses/kl"] == pytest.approx(0.0, abs=1e-6)  # the policy starts as the reference
     assert later[-1]["losses/kl"] > 1e-4
 

@@ -24,6 +24,7 @@ from azr.trainer.config import TrainerConfig
 from azr.trainer.experience import Experience
 from azr.trainer.logprobs import sequence_logprobs
 from azr.trainer.trainer import Trainer
+from tests.trainer.conftest import on_policy
 
 TASKS = {
     ("solve", "deduction"): (
@@ -57,7 +58,7 @@ def fixed_batch(model_dir: Path) -> list[Experience]:
                     task_type=task_type,
                     prompt_ids=np.asarray(prompt, dtype=np.int32),
                     response_ids=np.asarray(response, dtype=np.int32),
-                    # Ignored by the default old_logprobs="recompute" except in the mismatch metrics.
+                    # Placeholders: each training step first rescores them with ``on_policy``.
                     behaviour_logprobs=np.zeros(len(response), dtype=np.float32),
                     reward=reward,
                 )
@@ -146,8 +147,8 @@ def test_rewarded_completion_becomes_likely(
     experiences = fixed_batch(tiny_model_dir)
     trainer = Trainer(make_config(lr=3e-4, mini_batch_size=8, micro_batch_size=4, **engine))
     before = completion_logprobs(trainer, experiences)
-    for _ in range(30):
-        metrics = trainer.train_step(experiences)
+    for _ in range(30):  # on-policy: the sampler's weights are the trainer's of the step before
+        metrics = trainer.train_step(on_policy(trainer, experiences))
     after = completion_logprobs(trainer, experiences)
 
     rewards = torch.tensor([e.reward for e in experiences])
