@@ -8,6 +8,9 @@ Modes, all over the same corpus (``bench/corpus.py``) in one run:
   validation (``PYTHONHASHSEED`` 1 and 2), outputs compared as ``repr`` texts; as many subprocesses at
   once as there are cores. No sandbox, no gate, no re-parsing.
 
+With ``--backend docker`` the run ends with ``bench.executor_docker``: the per-job round trip through the
+warm pool against ``docker exec`` and ``docker run`` per job, and throughput with 2 workers.
+
 The isolated modes pass over the corpus ``--rounds`` times (default 3) through one pool, so that a rate
 is measured over several seconds; the naive mode, at about 15 s a pass, makes one.
 
@@ -236,6 +239,11 @@ async def main(args: argparse.Namespace) -> None:
     )
     _save(args.backend, report)
     console.print(f"wrote {RESULTS} ({args.backend})")
+    if args.backend == "docker":
+        from bench import executor_docker
+
+        console.print("per-job round trips: warm pool against docker exec and docker run")
+        await executor_docker.main(executor_docker.parse_args([]))
 
 
 def _save(backend: str, report: dict[str, object]) -> None:

@@ -213,7 +213,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"wrote {RESULTS}")
 
 
-def _parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options from ``argv`` (the command line when ``None``; ``[]`` gives the defaults)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -222,11 +223,11 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--run-jobs", type=int, default=10, help="jobs with one docker run each")
     parser.add_argument("--validations", type=int, default=120, help="corpus tasks validated with 2 workers")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 40 / 5 / 3 jobs, 30 validations")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.pool_jobs, args.exec_jobs, args.run_jobs, args.validations = 40, 5, 3, 30
     return args
 
 
 if __name__ == "__main__":
-    asyncio.run(main(_parse_args()))
+    asyncio.run(main(parse_args()))
