@@ -19,10 +19,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
 from azr.trainer.experience import Experience
-from azr.trainer.logprobs import sequence_logprobs
 from azr.trainer.trainer import Trainer
 from tests.trainer.conftest import on_policy
 
@@ -66,14 +64,9 @@ def fixed_batch(model_dir: Path) -> list[Experience]:
     return out
 
 
-@torch.no_grad()
 def completion_logprobs(trainer: Trainer, experiences: list[Experience]) -> torch.Tensor:
     """log p(response | prompt) of each experience under the trainer's current weights."""
-    batch = collate(experiences, trainer.pad_token_id)
-    logprobs, _ = sequence_logprobs(
-        trainer.engine.module, batch.input_ids, batch.attention_mask, with_entropy=False
-    )
-    return (logprobs * batch.response_mask).sum(1)  # (N,)
+    return torch.tensor([float(e.behaviour_logprobs.sum()) for e in on_policy(trainer, experiences)])  # (N,)
 
 
 def sampled_experiences(model_dir: Path, temperature: float) -> list[Experience]:

@@ -93,7 +93,7 @@ class Supervisor:
         # As PID 1 only the supervisor itself is alive between jobs, so the namespace's process count
         # (what RLIMIT_NPROC counts inside a user namespace) is exactly one before each fork.
         self.base_processes = 1 if self.is_init else None
-        self.oom_counter = next((path for path in _OOM_COUNTERS if _oom_kills(path) is not None), None)
+        self.oom_counter = _OomCounter.find()
 
     def run(self, program: str, args: tuple[str, ...], limits: SandboxLimits) -> RunOutcome:
         started = time.monotonic()
@@ -125,7 +125,7 @@ class Supervisor:
         if not _only_empty_scratch(self.scratch_root, scratch):
             _empty_dir(self.scratch_root)
             scratch.mkdir(mode=0o700)
-        oom_kills_before = self._oom_kills()
+        oom_kills_before = None if self.oom_counter is None else self.oom_counter.read()
         read_fd, write_fd = os.pipe()
         nproc = None if self.base_processes is None else self.base_processes + limits.processes
         try:
@@ -147,9 +147,6 @@ class Supervisor:
                 self._cleanup(pid)
         finally:
             os.close(read_fd)
-
-    def _oom_kills(self) -> int | None:
-        return None if self.oom_counter is None else _oom_kills(self.oom_counter)
 
     def _collect(
         self, pid: int, read_fd: int, expected: int, limits: SandboxLimits, oom_kills_before: int | None
@@ -192,7 +189,11 @@ class Supervisor:
             reading.feed(_drain(read_fd, reading.cap_bytes - len(reading.buffer)), limits)
         _, status, usage = os.wait4(pid, 0)
         # Only a job ended by a signal can have been the OOM killer's, so only then is the count read again.
-        oom_killed = os.WIFSIGNALED(status) and self._oom_kills() != oom_kills_before
+        oom_killed = (
+            os.WIFSIGNALED(status)
+            and self.oom_counter is not None
+            and self.oom_counter.read() != oom_kills_before
+        )
         ended = _judge_exit(status, usage.ru_utime + usage.ru_stime, limits, oom_killed=oom_killed)
         return [*reading.calls, ended or reading.last(limits)]
 
@@ -287,17 +288,38 @@ def _judge_result(received: bytes, limits: SandboxLimits) -> CallOutcome:
     return call
 
 
-def _oom_kills(counter: Path) -> int | None:
-    """The ``oom_kill`` count of a memory cgroup's events file, ``None`` where it cannot be read."""
-    try:
-        lines = counter.read_text().splitlines()
-    except OSError:
+class _OomCounter:
+    """The ``oom_kill`` count of the sandbox's memory cgroup, re-read through one open descriptor.
+
+    Read before every job, so it costs one ``pread`` (no open, no text layer). Jobs never see the
+    descriptor: they close every descriptor but their result pipe.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def find(cls) -> _OomCounter | None:
+        for path in _OOM_COUNTERS:
+            try:
+                counter = cls(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                continue
+            if counter.read() is not None:
+                return counter
+            os.close(counter.fd)
         return None
-    for line in lines:
-        name, _, value = line.partition(" ")
-        if name == "oom_kill" and value.isdigit():
-            return int(value)
-    return None
+
+    def read(self) -> int | None:
+        try:
+            data = os.pread(self.fd, 4096, 0)
+        except OSError:
+            return None
+        for line in data.split(b"\n"):
+            name, _, value = line.partition(b" ")
+            if name == b"oom_kill" and value.isdigit():
+                return int(value)
+        return None
 
 
 def _failed(code: ErrorCode, message: str) -> CallOutcome:
