@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from azr.executor.task import Task, TaskType
+from azr.core.task import Task, TaskType
 from azr.executor.values import canonical_args, parse_args
 from bench.families import FAMILIES
 

@@ -40,10 +40,10 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
+from azr.core.task import Task
 from azr.executor.errors import ExecutorError
 from azr.executor.jobs import Job, JobOp
 from azr.executor.pool import ExecutorPool
-from azr.executor.task import Task
 from bench.corpus import corpus
 
 RESULTS = Path(__file__).parent / "results" / "executor.json"

@@ -36,13 +36,13 @@ from typing import Any, TypeAlias
 import numpy as np
 import redis
 
-from azr.executor.task import Task, TaskType
+from azr.core.experience import Experience
+from azr.core.task import Role, Task, TaskType
 from azr.services.config import BufferConfig, RedisConfig, StreamConfig
 from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffer
 from azr.services.store.experience_stream import ExperienceStream
 from azr.services.store.keys import Keys
-from azr.trainer.experience import Experience
 
 RESULTS = Path(__file__).resolve().parent / "results" / "queue.json"
 PROMPT_TOKENS, RESPONSE_TOKENS = 300, 700
@@ -57,8 +57,8 @@ def batches(total: int, batch: int, tag: str) -> list[list[Experience]]:
             id=f"{tag}-0-{i}",
             run_id="bench",
             policy_version=0,
-            role=("propose", "solve")[i % 2],
-            task_type=("deduction", "abduction", "induction")[i % 3],
+            role=tuple(Role)[i % 2],
+            task_type=tuple(TaskType)[i % 3],
             prompt_ids=rng.integers(0, 150_000, PROMPT_TOKENS, dtype=np.int32),
             response_ids=rng.integers(0, 150_000, RESPONSE_TOKENS, dtype=np.int32),
             behaviour_logprobs=-rng.exponential(size=RESPONSE_TOKENS).astype(np.float32),

@@ -40,8 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from azr.core.task import Role, TaskType
+
 RESULTS = Path(__file__).parent / "results" / "trainer.json"
-GROUPS = [(role, t) for role in ("propose", "solve") for t in ("deduction", "abduction", "induction")]
+GROUPS = [(role, t) for role in Role for t in TaskType]
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def build_model(name: str, root: Path) -> Path:
 
 
 def experiences(case: Case, vocab: int) -> list[Any]:
-    from azr.trainer.experience import Experience
+    from azr.core.experience import Experience
 
     rng = np.random.default_rng(0)
     return [

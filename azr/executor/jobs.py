@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from azr.core.task import Task
 from azr.executor.errors import ErrorCode, ExecError, ExecutorError
-from azr.executor.task import Task
 
 MAX_JOB_ID_CHARS = 200
 """Longest job id accepted; ids are labels, not payloads."""

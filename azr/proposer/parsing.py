@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from azr.executor.task import Origin, Task, TaskType
+from azr.core.task import Origin, Task, TaskType
 from azr.executor.values import ValueRejectedError, canonical_args, parse_args
 from azr.proposer.prompts import ProposalRequest
 from azr.roles.completion import AnswerSection, BlockKind, extract_answer

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azr.executor.task import Task, TaskType
+from azr.core.task import Task, TaskType
 from azr.roles.completion import BlockKind, fenced
 from azr.roles.config import RolesConfig
 from azr.roles.templates import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from azr.executor.task import Task
+from azr.core.task import Task
 from azr.roles.config import RolesConfig
 
 

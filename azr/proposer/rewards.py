@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Validation
-from azr.executor.task import Task, TaskType
 from azr.proposer.parsing import induction_failure
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azr.executor.task import TaskType
+from azr.core.task import TaskType
 from azr.roles.completion import AnswerSection, BlockKind, extract_answer
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure

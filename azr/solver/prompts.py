@@ -7,7 +7,7 @@ visible pairs of ``Task.induction_split``: the held-out pairs are what the answe
 
 from __future__ import annotations
 
-from azr.executor.task import Task, TaskType
+from azr.core.task import Task, TaskType
 from azr.roles.completion import BlockKind, fenced
 from azr.roles.config import RolesConfig
 from azr.roles.templates import (

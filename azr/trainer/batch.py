@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from azr.trainer.experience import Experience
+from azr.core.experience import Experience
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,11 @@ For a batch of N experiences (AZR: 6 sub-batches, role x task type, of B each):
 4. PPO epochs x mini-batches x micro-batches: each micro-batch loss is a token-mean over the response
    tokens of its whole mini-batch, so the accumulated gradient is exactly that of the mini-batch, and one
    optimizer step is taken per mini-batch;
-5. policy version + 1, weights published, a checkpoint every ``checkpoint_interval`` steps.
+5. policy version + 1.
+
+Publishing the new weights and checkpointing are separate calls (``publish``, ``save_checkpoint_if_due``):
+the learner owns their order (train -> acknowledge the batch -> publish -> checkpoint, DESIGN step 8), so a
+crash between two of them never leaves published weights for a batch that will be trained again.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from azr.core.experience import Experience
 from azr.trainer.algorithms import compute_advantages
 from azr.trainer.batch import Batch, collate, micro_batches, mini_batches
 from azr.trainer.checkpoint import TrainerState, load_checkpoint, save_checkpoint
 from azr.trainer.config import TrainerConfig
 from azr.trainer.engines import make_engine
-from azr.trainer.experience import Experience
 from azr.trainer.logprobs import sequence_logprobs
 from azr.trainer.losses import kl_estimate, policy_loss
 from azr.trainer.models import load_reference, load_tokenizer, resolve_device, resolve_dtype
@@ -79,10 +83,6 @@ class Trainer:
         self.state.policy_version += 1
         self.state.consumed_experiences += batch.num_rows
         metrics |= self._bookkeeping(batch, time.perf_counter() - start)
-        if self.publisher is not None:
-            self.publish()
-        if self.cfg.checkpoint_dir is not None and self.state.step % self.cfg.checkpoint_interval == 0:
-            self.save_checkpoint(self.cfg.checkpoint_dir)
         return metrics
 
     def _collate(self, experiences: Sequence[Experience]) -> Batch:
@@ -216,6 +216,12 @@ class Trainer:
             raise RuntimeError("this Trainer has no publisher: pass publisher= to publish weights")
         weights = self.engine.state_dict_for_publishing(self.compute_dtype)
         return self.publisher.publish(self.state.policy_version, weights)
+
+    def save_checkpoint_if_due(self) -> Path | None:
+        """Checkpoint every ``checkpoint_interval`` training steps (with ``checkpoint_dir`` set)."""
+        if self.cfg.checkpoint_dir is None or self.state.step % self.cfg.checkpoint_interval != 0:
+            return None
+        return self.save_checkpoint(self.cfg.checkpoint_dir)
 
     def save_checkpoint(self, root: Path) -> Path:
         path = save_checkpoint(

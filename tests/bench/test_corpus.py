@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from azr.core.task import Task, TaskType
 from azr.executor.gate import check_program
-from azr.executor.task import Task, TaskType
 from azr.executor.values import canonical, canonical_args, parse_args
 from bench.corpus import corpus
 

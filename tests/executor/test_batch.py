@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from azr.core.task import Origin, Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobOp, JobResult, MalformedJobError, decode_job
-from azr.executor.task import Origin, Task, TaskType
 
 ADD_ONE = "def f(x):\n    return x + 1"
 SLOW = "def f(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t"

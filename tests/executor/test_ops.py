@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from azr.core.task import Task, TaskType
 from azr.executor.backends.base import Backend, HashSeedSlot, IsolationReport, RunOutcome, RunRequest
 from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.jobs import Job, JobOp
 from azr.executor.limits import SandboxLimits
 from azr.executor.ops import MAX_TASK_INPUTS, Judge
 from azr.executor.pool import ExecutorPool, SyncExecutorPool
-from azr.executor.task import Task, TaskType
 
 ADD_ONE = "def f(x):\n    return x + 1"
 SQUARE = "def f(x):\n    return x * x"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from azr.core.task import Task, TaskType
 from azr.executor.backends.base import IsolationReport
 from azr.executor.errors import ErrorCode
 from azr.executor.jobs import Job, JobOp, JobResult, Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.pool import ExecutorPool
-from azr.executor.task import Task, TaskType
 from tests.executor.conftest import Harness
 
 LIMITS = SandboxLimits(timeout_s=2.0, cpu_time_s=2)

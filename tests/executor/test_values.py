@@ -9,8 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from azr.core.task import ZERO_SEED
 from azr.executor.errors import ErrorCode
-from azr.executor.task import ZERO_SEED
 from azr.executor.values import (
     DEFAULT_LIMITS,
     ValueLimits,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from azr.executor.task import ZERO_SEED, Origin, Task, TaskType
+from azr.core.task import ZERO_SEED, Origin, Task, TaskType
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest
 from azr.roles.config import RolesConfig

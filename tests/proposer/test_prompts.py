@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from azr.executor.task import ZERO_SEED, Task, TaskType
+from azr.core.task import ZERO_SEED, Task, TaskType
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.roles.completion import BlockKind, fenced, fenced_blocks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from azr.executor.task import ZERO_SEED, Task, TaskType
+from azr.core.task import ZERO_SEED, Task, TaskType
 from azr.proposer.references import choose_induction_source, choose_references
 from azr.roles.config import RolesConfig
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Validation
-from azr.executor.task import Task, TaskType
 from azr.proposer.rewards import LearnabilityRollouts, learnability, proposer_reward, solve_rate
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure

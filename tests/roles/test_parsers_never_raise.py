@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from azr.executor.task import ZERO_SEED, Task, TaskType
+from azr.core.task import ZERO_SEED, Task, TaskType
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest
 from azr.roles.config import RolesConfig

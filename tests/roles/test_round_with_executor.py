@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from azr.core.task import ZERO_SEED, Task, TaskType
 from azr.executor.errors import ErrorCode
 from azr.executor.pool import SyncExecutorPool
-from azr.executor.task import ZERO_SEED, Task, TaskType
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.rewards import LearnabilityRollouts, proposer_reward

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from azr.executor.task import TaskType
+from azr.core.task import TaskType
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure
 from azr.solver.parsing import Answer, parse_answer

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from azr.executor.task import Task, TaskType
+from azr.core.task import Task, TaskType
 from azr.roles.config import RolesConfig
 from azr.roles.templates import INPUT_PLACEHOLDER, OUTPUT_PLACEHOLDER, PROGRAM_PLACEHOLDER
 from azr.solver.parsing import Answer, parse_answer

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from azr.core.experience import Experience
+from azr.core.task import Role, TaskType
 from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
-from azr.trainer.experience import ROLES, TASK_TYPES, Experience
 from azr.trainer.logprobs import sequence_logprobs
 from azr.trainer.tiny import build_tiny_model
 from azr.trainer.trainer import Trainer
@@ -46,8 +47,8 @@ def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -
     """``per_group`` experiences in each of the six (role, task type) groups, varied lengths and rewards."""
     rng = np.random.default_rng(seed)
     out = []
-    for role in ROLES:
-        for task_type in TASK_TYPES:
+    for role in Role:
+        for task_type in TaskType:
             for k in range(per_group):
                 prompt_len, response_len = int(rng.integers(4, 24)), int(rng.integers(2, 16))
                 out.append(

@@ -8,6 +8,7 @@ from collections.abc import Hashable, Sequence
 import pytest
 import torch
 
+from azr.core.task import Role, TaskType
 from azr.trainer.advantages import (
     apply_kl_penalty,
     grpo,
@@ -18,10 +19,9 @@ from azr.trainer.advantages import (
     trr_plus_plus,
 )
 from azr.trainer.algorithms import ESTIMATOR_NAMES, AlgoConfig, Estimator, compute_advantages
-from azr.trainer.experience import ROLES, TASK_TYPES
 from azr.trainer.losses import LossConfig
 
-SIX_GROUPS = [(role, task_type) for role in ROLES for task_type in TASK_TYPES]
+SIX_GROUPS = [(role, task_type) for role in Role for task_type in TaskType]
 EPS = 1e-6
 
 

@@ -73,6 +73,7 @@ def test_checkpoints_rotate_and_latest_is_newest(
     trainer = Trainer(make_config(checkpoint_dir=tmp_path, checkpoint_interval=1, keep_checkpoints=2))
     for seed in range(3):
         trainer.train_step(random_experiences(seed=seed))
+        trainer.save_checkpoint_if_due()
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002", "step-00000003"]
     assert latest_checkpoint(tmp_path) == tmp_path / "step-00000003"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary leftovers"
@@ -93,6 +94,11 @@ def test_published_snapshot_reproduces_the_trained_model(
     trainer = Trainer(make_config(), publisher=publisher)
     for seed in range(3):
         trainer.train_step(random_experiences(seed=seed))
+        latest = publisher.latest()
+        assert latest is None or latest.version < trainer.state.policy_version, (
+            "train_step alone never publishes: the learner publishes after acknowledging the batch"
+        )
+        trainer.publish()
     snapshot = latest_snapshot(tmp_path / "weights")
     assert snapshot is not None and snapshot.version == 3
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == [
@@ -114,6 +120,8 @@ def test_in_memory_snapshot_and_mismatched_weights(
     publisher = InMemoryPublisher()
     trainer = Trainer(make_config(), publisher=publisher)
     trainer.train_step(random_experiences())
+    assert publisher.latest() is None
+    trainer.publish()
     snapshot = publisher.latest()
     assert snapshot is not None and snapshot.version == 1
     actor = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

@@ -19,8 +19,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from azr.core.experience import Experience
 from azr.trainer.config import TrainerConfig
-from azr.trainer.experience import Experience
 from azr.trainer.trainer import Trainer
 from tests.trainer.conftest import on_policy
 

@@ -20,12 +20,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from azr.core.task import TaskType
 from azr.executor.backends.base import IsolationReport
 from azr.executor.batch import BatchSummary, run_batch
 from azr.executor.errors import ExecutorError
 from azr.executor.jobs import Job, JobOp, JobResult, MalformedJobError, decode_job
 from azr.executor.pool import ExecutorPool, PoolConfig
-from azr.executor.task import TaskType
 
 app = typer.Typer(help="Sandboxed execution: validate tasks and check answers.", no_args_is_help=True)
 

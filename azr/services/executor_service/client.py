@@ -25,9 +25,9 @@ from typing import Any, Self
 
 import httpx
 
+from azr.core.task import Task
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobOp, JobResult, Judgement, Validation
-from azr.executor.task import Task
 from azr.services.executor_service.schemas import JobIn
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import redis
 
-from azr.executor.task import ZERO_SEED, Origin, Task, TaskType
+from azr.core.task import ZERO_SEED, Origin, Task, TaskType
 from azr.services.config import BufferConfig
 from azr.services.store.keys import Keys
 

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from azr.trainer.experience import Experience
+from azr.core.experience import Experience
+from azr.core.task import Role, TaskType
 
 VERSION = 2
 FIELD = b"x"
@@ -114,8 +115,8 @@ def decode(fields: Mapping[bytes, bytes]) -> Experience:
             id=texts[0],
             run_id=texts[1],
             policy_version=policy_version,
-            role=texts[2],
-            task_type=texts[3],
+            role=Role(texts[2]),
+            task_type=TaskType(texts[3]),
             prompt_ids=_array(payload, _IDS, _HEADER.size, prompt_len),
             response_ids=_array(payload, _IDS, response_at, response_len),
             behaviour_logprobs=_array(payload, _LOGPROBS, response_at + 4 * response_len, response_len),

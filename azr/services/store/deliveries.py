@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from azr.core.experience import Experience
 from azr.services.store.metrics import QuarantineReason
-from azr.trainer.experience import Experience
 
 
 class BackpressureTimeoutError(TimeoutError):

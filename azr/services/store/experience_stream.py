@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import redis
 from redis.typing import EncodableT, FieldT, KeyT, StreamIdT
 
+from azr.core.experience import Experience
 from azr.services.config import StreamConfig
 from azr.services.store import codec
 from azr.services.store.deliveries import (
@@ -68,7 +69,6 @@ from azr.services.store.metrics import (
     quarantined,
 )
 from azr.services.store.replies import as_bytes, as_entries, as_text, first_stream_entries
-from azr.trainer.experience import Experience
 
 __all__ = [
     "AckResult",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from azr.executor.task import TaskType
+from azr.core.task import TaskType
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from enum import StrEnum
 import redis
 from redis.typing import EncodableT, FieldT
 
+from azr.core.task import TaskType
 from azr.executor.errors import ErrorCode
-from azr.executor.task import TaskType
 from azr.services.config import MetricsConfig
 from azr.services.store.keys import Keys
 from azr.services.store.replies import as_bytes, as_entries, as_fields, first_stream_entries

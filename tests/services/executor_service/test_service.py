@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode
 from azr.executor.jobs import Job, JobOp
-from azr.executor.task import Task, TaskType
 from azr.services.executor_service.client import ExecutorClient
 from tests.executor.docker_support import require_docker
 from tests.services.executor_service.conftest import TOKEN, ServiceProcess, free_port

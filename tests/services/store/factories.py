@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from azr.trainer.experience import Experience
+from azr.core.experience import Experience
 
 
 def make_experience(

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import redis
 
-from azr.executor.task import ZERO_SEED, Origin, Task, TaskType
+from azr.core.task import ZERO_SEED, Origin, Task, TaskType
 from azr.services.config import BufferConfig, RedisConfig
 from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffer, TaskBuffers

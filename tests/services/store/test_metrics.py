@@ -8,8 +8,8 @@ import threading
 import pytest
 import redis
 
+from azr.core.task import TaskType
 from azr.executor.errors import ErrorCode
-from azr.executor.task import TaskType
 from azr.services.config import MetricsConfig
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import Counters, MetricsStream, proposal_outcome

@@ -1,8 +1,7 @@
 """The unit of training data: one sampled response with its reward.
 
-The trainer sees nothing else of self-play. ``role`` and ``task_type`` are plain strings here (the trainer
-only groups by them); ``azr.executor.task`` owns their vocabulary. Token ids and log-probs are numpy arrays
-so that the Redis codec can pack them as raw bytes.
+The trainer sees nothing else of self-play: it groups by ``(role, task_type)`` and never needs a task.
+Token ids and log-probs are numpy arrays so that the Redis codec can pack them as raw bytes.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-ROLES = ("propose", "solve")
-TASK_TYPES = ("deduction", "abduction", "induction")
+from azr.core.task import Role, TaskType
 
 
 @dataclass(slots=True)
@@ -21,8 +19,8 @@ class Experience:
     id: str
     run_id: str
     policy_version: int
-    role: str
-    task_type: str
+    role: Role
+    task_type: TaskType
     prompt_ids: npt.NDArray[np.int32]  # (P,)
     response_ids: npt.NDArray[np.int32]  # (R,)
     behaviour_logprobs: npt.NDArray[np.float32]  # (R,) log-prob of each response token under the sampler
@@ -34,10 +32,8 @@ class Experience:
         self.prompt_ids = np.asarray(self.prompt_ids, dtype=np.int32)
         self.response_ids = np.asarray(self.response_ids, dtype=np.int32)
         self.behaviour_logprobs = np.asarray(self.behaviour_logprobs, dtype=np.float32)
-        if self.role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
-        if self.task_type not in TASK_TYPES:
-            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+        self.role = Role(self.role)  # a plain string from a codec or a test becomes the enum, or fails
+        self.task_type = TaskType(self.task_type)
         if self.response_ids.shape != self.behaviour_logprobs.shape:
             raise ValueError(
                 f"one behaviour log-prob per response token: {self.response_ids.shape} ids vs "
@@ -47,6 +43,6 @@ class Experience:
             raise ValueError("an experience needs at least one response token")
 
     @property
-    def group(self) -> tuple[str, str]:
+    def group(self) -> tuple[Role, TaskType]:
         """The (role, task type) group that TRR++ whitens within."""
         return (self.role, self.task_type)
