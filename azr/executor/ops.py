@@ -32,11 +32,12 @@ import asyncio
 from collections.abc import Sequence
 
 from azr.core.task import Task, TaskType
-from azr.executor.backends.base import Backend, HashSeedSlot, RunOutcome, RunRequest
+from azr.executor.backends.base import Backend
 from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.gate import check_program
 from azr.executor.jobs import Judgement, Validation
 from azr.executor.limits import SandboxLimits
+from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.values import (
     DEFAULT_LIMITS,
     ValueRejectedError,

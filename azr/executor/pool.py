@@ -30,11 +30,12 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
 
 from azr.core.task import Task
-from azr.executor.backends.base import Backend, HashSeedSlot, IsolationReport, RunRequest
+from azr.executor.backends.base import Backend, IsolationReport
 from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.jobs import Job, JobOp, JobResult, Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.ops import Judge
+from azr.executor.sandbox.records import HashSeedSlot, RunRequest
 
 log = logging.getLogger(__name__)
 

@@ -8,49 +8,12 @@ verdicts stay in the trusted parent (``azr.executor.ops``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Protocol
 
-from azr.executor.errors import ExecError
-from azr.executor.limits import SandboxLimits
+from azr.executor.sandbox.records import CallOutcome, HashSeedSlot, RunOutcome, RunRequest
 
-
-class HashSeedSlot(StrEnum):
-    """Which of two sandbox interpreters runs a request; their hash seeds always differ.
-
-    Determinism is checked by running the same program in both slots and comparing canonical texts, which
-    catches output that depends on string hash order (set iteration order, for example).
-    """
-
-    A = "a"
-    B = "b"
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    program: str
-    args: tuple[str, ...]  # argument-list texts already validated by the parent; one call of f each
-    slot: HashSeedSlot = HashSeedSlot.A
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """One call of ``f``: exactly one of ``output`` and ``error`` is set."""
-
-    output: str | None
-    error: ExecError | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """All calls of one request, in order; ``error`` is set instead when the program could not run at all
-    (syntax error, missing ``f``, a failure of the backend itself)."""
-
-    calls: tuple[CallOutcome, ...]
-    error: ExecError | None
-    elapsed_ms: float
+__all__ = ["Backend", "CallOutcome", "HashSeedSlot", "IsolationReport", "RunOutcome", "RunRequest"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from azr.executor.backends.base import HashSeedSlot, IsolationReport, RunOutcome, RunRequest
+from azr.executor.backends.base import IsolationReport
 from azr.executor.backends.docker_container import ContainerError, ContainerSpec, SandboxContainer
 from azr.executor.backends.docker_engine import (
     LABEL,
@@ -49,6 +49,7 @@ from azr.executor.backends.docker_engine import (
 from azr.executor.backends.docker_image import image_ref
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
+from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
 
 log = logging.getLogger(__name__)
 

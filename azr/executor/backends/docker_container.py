@@ -23,9 +23,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from azr.executor.backends.base import HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.sandbox import protocol
+from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from azr.executor.backends.base import HashSeedSlot, IsolationReport, RunOutcome, RunRequest
+from azr.executor.backends.base import IsolationReport
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox import launch, protocol
 from azr.executor.sandbox.probe import describe_kernel_guards
+from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
 
 logger = logging.getLogger(__name__)
 

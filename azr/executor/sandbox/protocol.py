@@ -23,9 +23,9 @@ import struct
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from azr.executor.backends.base import CallOutcome, HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
+from azr.executor.sandbox.records import CallOutcome, HashSeedSlot, RunOutcome, RunRequest
 
 if TYPE_CHECKING:
     # Only the parent reads frames with asyncio. Importing it in the supervisor would bring in threading,

@@ -50,11 +50,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from azr.executor.backends.base import CallOutcome, RunOutcome
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox import child, protocol
 from azr.executor.sandbox.probe import probe
+from azr.executor.sandbox.records import CallOutcome, RunOutcome
 
 CHILD_CODES = frozenset(
     {
