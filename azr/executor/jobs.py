@@ -56,7 +56,8 @@ class Job:
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # ASCII escapes: a lone surrogate in a job's text stays valid JSON and never fails to encode.
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +136,8 @@ class JobResult:
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # ASCII escapes: a lone surrogate in a job's text stays valid JSON and never fails to encode.
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobResult:

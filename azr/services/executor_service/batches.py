@@ -35,7 +35,7 @@ class AdmissionError(Exception):
         self.reason = "not_ready" if shutting_down else "queue_full"
 
 
-class Batch:
+class JobBatch:
     """The jobs of one request and their results, in the order they finished."""
 
     def __init__(self, jobs: Sequence[Job]) -> None:
@@ -101,11 +101,11 @@ class BatchRunner:
         self._max_pending_jobs = max_pending_jobs
         self._result_ttl_s = result_ttl_s
         self._on_result = on_result
-        self._batches: dict[str, Batch] = {}
+        self._batches: dict[str, JobBatch] = {}
         self.pending_jobs = 0
         self.draining = False
 
-    def admit(self, jobs: Sequence[Job]) -> Batch:
+    def admit(self, jobs: Sequence[Job]) -> JobBatch:
         """Start every job of a batch, or raise ``AdmissionError`` and start none."""
         self._forget_expired()
         if self.draining:
@@ -115,18 +115,18 @@ class BatchRunner:
                 f"{self.pending_jobs} jobs pending; a batch of {len(jobs)} would exceed the limit of "
                 f"{self._max_pending_jobs}"
             )
-        batch = Batch(jobs)
+        batch = JobBatch(jobs)
         self._batches[batch.id] = batch
         self.pending_jobs += len(jobs)
         for job in jobs:
             batch.track(asyncio.create_task(self._run(batch, job), name=f"job-{job.id}"))
         return batch
 
-    def get(self, batch_id: str) -> Batch | None:
+    def get(self, batch_id: str) -> JobBatch | None:
         self._forget_expired()
         return self._batches.get(batch_id)
 
-    def discard(self, batch: Batch) -> None:
+    def discard(self, batch: JobBatch) -> None:
         """Stop a batch nobody will read (its streaming client went away)."""
         batch.cancel()
         self._batches.pop(batch.id, None)
@@ -137,7 +137,7 @@ class BatchRunner:
         running = [task for batch in self._batches.values() for task in batch.cancel()]
         await asyncio.gather(*running, return_exceptions=True)
 
-    async def _run(self, batch: Batch, job: Job) -> None:
+    async def _run(self, batch: JobBatch, job: Job) -> None:
         try:
             result = await self._pool.submit(job)
         except asyncio.CancelledError:

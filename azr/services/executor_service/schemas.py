@@ -12,7 +12,24 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from azr.core.task import Origin, TaskType
 from azr.executor.jobs import MAX_JOB_ID_CHARS, Job, JobOp, MalformedJobError, decode_job
+
+
+class TaskIn(BaseModel):
+    """A task as ``Task.to_dict`` writes it; ``id`` is accepted and ignored (it is a content hash)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: TaskType
+    program: str = Field(description="Source that defines the entry function f.")
+    inputs: list[str] = Field(description='Argument-list texts, one per call of f, e.g. "[1, 2], 3".')
+    outputs: list[str] = Field(default_factory=list, description="Gold outputs; needed by check jobs.")
+    message: str = Field(default="", description="The induction message.")
+    origin: Origin = Origin.PROPOSED
+    step: int = Field(default=0, strict=True)
+    parents: list[str] = Field(default_factory=list)
+    id: str | None = Field(default=None, description="Ignored: recomputed from the task's content.")
 
 
 class JobIn(BaseModel):
@@ -22,14 +39,14 @@ class JobIn(BaseModel):
 
     id: str = Field(min_length=1, max_length=MAX_JOB_ID_CHARS, description="Label echoed in the result.")
     op: JobOp
-    task: dict[str, Any] = Field(description="The task, as in Task.to_dict (type, program, inputs, ...).")
+    task: TaskIn
     answer: str | None = Field(default=None, description="The answer to judge; check jobs only.")
     _job: Job | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _decode(self) -> Self:
         try:
-            self._job = decode_job(json.dumps(self.model_dump(exclude_none=True)), 1)
+            self._job = decode_job(json.dumps(self.model_dump(mode="json", exclude_none=True)), 1)
         except MalformedJobError as exc:
             raise ValueError(exc.error.message) from None
         return self
