@@ -40,9 +40,9 @@ from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
 from azr.executor.values import (
     DEFAULT_LIMITS,
+    ValueLimits,
     ValueRejectedError,
     canonical,
-    canonical_args,
     parse_args,
     parse_value,
     values_equal,
@@ -99,8 +99,8 @@ class Judge:
             self._run(task.program, args, HashSeedSlot.A), self._run(task.program, args, HashSeedSlot.B)
         )
         _raise_first_error((run_a, run_b), len(args), task.inputs)
-        outputs_a = _trusted_outputs(run_a)
-        outputs_b = _trusted_outputs(run_b)
+        outputs_a = _trusted_outputs(run_a, self._limits)
+        outputs_b = _trusted_outputs(run_b, self._limits)
         for index, (a, b) in enumerate(zip(outputs_a, outputs_b, strict=True)):
             if a != b:
                 raise ExecutorError(
@@ -121,10 +121,10 @@ class Judge:
     async def _check_abduction(self, task: Task, answer: str) -> Judgement:
         gold = _gold_values(task, single=True)[0]
         try:
-            args = canonical_args(parse_args(answer))
+            parse_args(answer)
         except ValueRejectedError as rejected:
             return Judgement.wrong(_as_bad_answer(rejected))
-        outcome = await self._run(task.program, (args,), HashSeedSlot.A)
+        outcome = await self._run(task.program, (answer,), HashSeedSlot.A)
         if outcome.error is not None:  # the program itself cannot run: the task's fault, not the answer's
             raise ExecutorError(outcome.error.code, outcome.error.message)
         return self._judge_calls(outcome, (gold,))
@@ -183,16 +183,19 @@ def _verdict(correct: bool) -> Judgement:
 
 
 def _argument_texts(inputs: Sequence[str]) -> tuple[str, ...]:
-    """Parse each argument list and re-render it canonically: the sandbox never sees the raw text."""
-    texts = []
+    """Check that each argument list parses as literals, and pass its text on exactly as written.
+
+    The sandbox builds the arguments from this same text, so dict keys and set elements reach ``f`` in
+    the order they were written, as a fresh CPython builds them; canonical forms are only for comparing.
+    """
     for index, raw in enumerate(inputs):
         try:
-            texts.append(canonical_args(parse_args(raw)))
+            parse_args(raw)
         except ValueRejectedError as rejected:
             raise ExecutorError(
                 rejected.error.code, f"input {index} ({_shown(raw)}): {rejected.error.message}"
             ) from None
-    return tuple(texts)
+    return tuple(inputs)
 
 
 def _gold_values(task: Task, *, single: bool) -> list[object]:
@@ -246,23 +249,31 @@ def _require_call_count(run: RunOutcome, expected: int) -> None:
         )
 
 
-def _trusted_outputs(run: RunOutcome) -> tuple[str, ...]:
-    """Re-parse every output the sandbox returned and render it canonically here, in the parent."""
+def _trusted_outputs(run: RunOutcome, limits: SandboxLimits) -> tuple[str, ...]:
+    """Re-parse every output the sandbox returned and render it canonically here, in the parent.
+
+    The output limit is counted in UTF-8 bytes, as the sandbox counts it.
+    """
     outputs = []
     for index, call in enumerate(run.calls):
         text = _output_text(call.output)
-        if len(text) > DEFAULT_LIMITS.max_text_chars:
+        size_bytes = len(text.encode("utf-8", "surrogatepass"))
+        if size_bytes > limits.output_bytes:
             raise ExecutorError(
-                ErrorCode.OUTPUT_LIMIT,
-                f"output {index} has {len(text)} characters, over {DEFAULT_LIMITS.max_text_chars}",
+                ErrorCode.OUTPUT_LIMIT, f"output {index} has {size_bytes} bytes, over {limits.output_bytes}"
             )
         try:
-            outputs.append(canonical(parse_value(text)))
+            outputs.append(canonical(parse_value(text, _output_limits(limits)), _output_limits(limits)))
         except ValueRejectedError as rejected:
             raise ExecutorError(
                 _as_unsupported(rejected).code, f"output {index}: {rejected.error.message}"
             ) from None
     return tuple(outputs)
+
+
+def _output_limits(limits: SandboxLimits) -> ValueLimits:
+    """Value caps for an output: as long as the sandbox's output limit allows, never shorter."""
+    return ValueLimits(max_text_chars=max(limits.output_bytes, DEFAULT_LIMITS.max_text_chars))
 
 
 def _output_text(output: str | None) -> str:

@@ -38,9 +38,12 @@ between items, ``": "`` between a key and its value; a one-element tuple is ``(x
 
 Equality (``values_equal``) is structural and type-strict: ``True`` is not ``1``, ``1`` is not ``1.0``, a list
 is not a tuple, ``str`` is not ``bytes``. Floats are equal when ``math.isclose(a, b, rel_tol=float_rel_tol,
-abs_tol=float_abs_tol)``, by default within a relative 1e-9 or an absolute 1e-12. Dict keys match by exact
-canonical text; set elements match by exact canonical text first, and the rest (elements that differ only
-within the float tolerance) are paired greedily, at most ``_MAX_FUZZY_SET_ELEMENTS`` of them.
+abs_tol=float_abs_tol)``: by default within a relative 1e-9 and no absolute slack, so a tiny gold value is
+never matched by an answer many times its size (``0.0`` equals only ``0.0`` and ``-0.0``). Dict keys and
+set elements are the same key when Python says so: exact canonical text, with ``-0.0`` read as ``0.0``
+(``{-0.0: 1} == {0.0: 1}`` in Python). Set elements without an exact partner (elements that differ only
+within the float tolerance) are paired by a maximum bipartite matching, so a pairing is found whenever
+one exists; at most ``_MAX_FUZZY_SET_ELEMENTS`` of them.
 """
 
 from __future__ import annotations
@@ -105,8 +108,8 @@ class ValueLimits:
     """Decimal digits of the largest int (sign excluded); longer ints are ``unsupported_value``."""
     float_rel_tol: float = 1e-9
     """Relative tolerance of float comparison (``math.isclose``)."""
-    float_abs_tol: float = 1e-12
-    """Absolute tolerance of float comparison, for values near zero."""
+    float_abs_tol: float = 0.0
+    """Absolute tolerance of float comparison; 0 keeps the comparison purely relative."""
 
     def __post_init__(self) -> None:
         if min(self.max_text_chars, self.max_depth, self.max_items, self.max_int_digits) < 1:
@@ -455,7 +458,7 @@ class _Comparer:
     def _keyed(self, members: object) -> dict[str, object] | None:
         assert isinstance(members, set | dict)
         try:
-            return {canonical(m, self.limits): m for m in members}
+            return {canonical(_unsigned_zeros(m), self.limits): m for m in members}
         except ValueRejectedError:
             return None
 
@@ -477,9 +480,56 @@ class _Comparer:
         rest_b = [v for t, v in texts_b.items() if t not in texts_a]
         if len(rest_a) > _MAX_FUZZY_SET_ELEMENTS:
             return False
-        for x in rest_a:
-            match = next((i for i, y in enumerate(rest_b) if self.equal(x, y, depth)), None)
-            if match is None:
-                return False
-            rest_b.pop(match)
-        return True
+        edges = [[j for j, y in enumerate(rest_b) if self.equal(x, y, depth)] for x in rest_a]
+        return _perfect_matching(edges, len(rest_b))
+
+
+def _unsigned_zeros(value: object) -> object:
+    """``value`` with every ``-0.0`` read as ``0.0`` (they are one key for Python); other values as is."""
+    if type(value) is float and value == 0.0:
+        return 0.0
+    if type(value) is tuple:
+        return tuple(_unsigned_zeros(v) for v in value)
+    return value
+
+
+def _perfect_matching(edges: list[list[int]], right: int) -> bool:
+    """Whether every left vertex can be paired with a distinct right one (Kuhn's augmenting paths).
+
+    ``edges[i]`` lists the right vertices left vertex ``i`` may take. A greedy pairing can take the only
+    partner of a later element; augmenting paths re-pair earlier choices, so a pairing is found whenever
+    one exists. Iterative, so deep paths cannot exhaust the stack.
+    """
+    owner = [-1] * right
+    for start in range(len(edges)):
+        parent_of: dict[int, int] = {}  # right vertex -> left vertex that reached it
+        seen_left = {start}
+        frontier = [start]
+        found = -1
+        while frontier and found < 0:
+            nxt = []
+            for left in frontier:
+                for r in edges[left]:
+                    if r in parent_of:
+                        continue
+                    parent_of[r] = left
+                    if owner[r] < 0:
+                        found = r
+                        break
+                    if owner[r] not in seen_left:
+                        seen_left.add(owner[r])
+                        nxt.append(owner[r])
+                if found >= 0:
+                    break
+            frontier = nxt
+        if found < 0:
+            return False
+        r = found
+        while True:  # flip the path back to its start
+            left = parent_of[r]
+            previous = next((p for p, o in enumerate(owner) if o == left), -1)
+            owner[r] = left
+            if left == start:
+                break
+            r = previous
+    return True

@@ -248,7 +248,16 @@ def test_zero_seed_output_is_canonical() -> None:
         (1.0, 1.0 + 1e-6, False),
         (1e20, 1e20 * (1 + 1e-12), True),
         (0.0, -0.0, True),
-        (0.0, 1e-13, True),  # absolute tolerance near zero
+        (0.0, 1e-13, False),  # purely relative: no absolute slack near zero
+        (1e-300, 1e-285, False),  # an answer 1e15 times a tiny gold value is wrong
+        (1e-300, 1e-300 * (1 + 1e-12), True),
+        ({-0.0: 1}, {0.0: 1}, True),  # one key for Python
+        ({(-0.0, "a")}, {(0.0, "a")}, True),
+        ({-0.0: 1}, {0.0: 2}, False),
+        # 1 + 7.5e-10 is close to both elements, 1 - 7.5e-10 only to 1.0: a greedy pairing may fail
+        ({1.0 + 7.5e-10, 1.0 - 7.5e-10}, {1.0, 1.0 + 1.5e-9}, True),
+        ({1.0 - 7.5e-10, 1.0 + 7.5e-10}, {1.0 + 1.5e-9, 1.0}, True),
+        ({1.0, 2.0}, {1.0, 3.0}, False),
         (0.0, 1e-9, False),
         ([0.1 + 0.2, "x"], [0.3, "x"], True),
         ({"a": 0.1 + 0.2}, {"a": 0.3}, True),

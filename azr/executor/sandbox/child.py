@@ -123,7 +123,7 @@ def call_entry(entry: Callable[..., object], args_text: str, limits: SandboxLimi
     args = values.parse_args(args_text)
     result = entry(*args)
     text = values.canonical(result, values.ValueLimits(max_text_chars=limits.output_bytes))
-    if len(text.encode("utf-8")) > limits.output_bytes:
+    if len(text.encode("utf-8", "surrogatepass")) > limits.output_bytes:
         return _error(ErrorCode.OUTPUT_LIMIT, f"result text exceeds {limits.output_bytes} bytes")
     return {"output": text}
 

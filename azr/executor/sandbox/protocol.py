@@ -45,7 +45,9 @@ class ProtocolError(Exception):
 
 
 def encode_frame(message: JsonObject) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # surrogatepass: a lone surrogate (in a program, an exception message) crosses as written, never
+    # failing the encoder; the reader decodes the same way.
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(body)} bytes exceeds MAX_FRAME_BYTES ({MAX_FRAME_BYTES})")
     return _HEADER.pack(len(body)) + body
@@ -53,9 +55,9 @@ def encode_frame(message: JsonObject) -> bytes:
 
 def decode_body(body: bytes) -> JsonObject:
     try:
-        message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"frame is not UTF-8 JSON: {exc}") from None
+        message = json.loads(body.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"frame is not UTF-8 JSON: {type(exc).__name__}") from None
     if not isinstance(message, dict):
         raise ProtocolError("frame must hold a JSON object")
     return message

@@ -109,7 +109,9 @@ class Supervisor:
                 if call.error is not None and call.error.code in LOAD_ERRORS:
                     return RunOutcome((), call.error, _elapsed_ms(started))
                 if call.output is not None:
-                    budget -= len(json.dumps(call.output, ensure_ascii=False).encode("utf-8"))
+                    budget -= len(
+                        json.dumps(call.output, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                    )
                 calls.append(call if budget >= 0 else _REPLY_FULL)
         return RunOutcome(tuple(calls), None, _elapsed_ms(started))
 
@@ -283,7 +285,7 @@ def _judge_result(received: bytes, limits: SandboxLimits) -> CallOutcome:
         return _failed(ErrorCode.RUNTIME_ERROR, f"malformed result from the job: {exc}")
     if call.error is not None and call.error.code not in CHILD_CODES:
         return _failed(ErrorCode.RUNTIME_ERROR, f"the job reported a code it may not use: {call.error.code}")
-    if call.output is not None and len(call.output.encode("utf-8")) > limits.output_bytes:
+    if call.output is not None and len(call.output.encode("utf-8", "surrogatepass")) > limits.output_bytes:
         return _failed(ErrorCode.OUTPUT_LIMIT, f"result text exceeds {limits.output_bytes} bytes")
     return call
 
