@@ -25,9 +25,10 @@ def _root(
 
 
 def _register() -> None:
-    from azr.services.cli import executor
+    from azr.services.cli import api, executor
 
     app.add_typer(executor.app, name="executor")
+    app.add_typer(api.app, name="api")
 
 
 def main() -> None:

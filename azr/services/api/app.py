@@ -1,0 +1,101 @@
+"""The REST API and dashboard: FastAPI over the run's Redis store and an executor.
+
+``create_app`` wires one router per resource (``routers/``) to an ``ApiState``; the state is built when
+the application starts (connect to Redis, start or reach the executor, start following the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.gzip import GZipMiddleware
+from starlette.routing import Match
+
+from azr.executor.api import Executor
+from azr.services.api import problems
+from azr.services.api.limits import BodySizeLimit
+from azr.services.api.routers import dashboard, health, runs, seeds, stats, tasks
+from azr.services.api.settings import ApiSettings
+from azr.services.api.state import ApiState, ReadinessProbe, open_client, started_executor
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: ApiSettings | None = None,
+    *,
+    executor: tuple[Executor, ReadinessProbe] | None = None,
+) -> FastAPI:
+    """Build the application. ``executor`` lends one that the caller started (and will stop); without
+    it the application starts the one the settings name."""
+    settings = settings or ApiSettings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = open_client(settings)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(client.close)
+            if executor is None:
+                runner, ready = await stack.enter_async_context(started_executor(settings))
+            else:
+                runner, ready = executor
+            state = ApiState(settings, client, runner, ready)
+            app.state.api = state
+            await state.refresh()
+            follower = asyncio.create_task(_follow(state))
+            log.info("API ready over %s (prefix %s)", settings.redis_url, settings.redis_prefix)
+            try:
+                yield
+            finally:
+                follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower
+
+    app = FastAPI(
+        title="AZR",
+        summary="Seed tasks and curriculum statistics of an Absolute Zero self-play run.",
+        version="1",
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    app.middleware("http")(_observe)
+    app.add_middleware(GZipMiddleware, minimum_size=4_096)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    for module in (seeds, tasks, stats, runs, health, dashboard):
+        app.include_router(module.router)
+    return app
+
+
+async def _follow(state: ApiState) -> None:
+    """Refresh the curriculum every ``refresh_s``; a failed refresh (Redis away) is logged and retried."""
+    while True:
+        await asyncio.sleep(state.settings.refresh_s)
+        try:
+            await state.refresh()
+        except Exception:
+            log.exception("following the store failed; retrying in %.1f s", state.settings.refresh_s)
+
+
+async def _observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """Count and time each request under its route template (never the raw path: ids would explode)."""
+    started = time.perf_counter()
+    response = await call_next(request)
+    route = _route_of(request)
+    state: ApiState | None = getattr(request.app.state, "api", None)
+    if state is not None:
+        state.metrics.requests.labels(request.method, route, str(response.status_code)).inc()
+        state.metrics.latency.labels(request.method, route).observe(time.perf_counter() - started)
+    return response
+
+
+def _route_of(request: Request) -> str:
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is Match.FULL:
+            return str(getattr(route, "path", "other"))
+    return "unmatched"

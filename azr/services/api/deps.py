@@ -1,0 +1,42 @@
+"""Shared dependencies of the routers, as named ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from azr.services.api.problems import ProblemError
+from azr.services.api.state import ApiState
+
+
+def _state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+State = Annotated[ApiState, Depends(_state)]
+_bearer = HTTPBearer(auto_error=False, description="Needed on writes when the API has a token.")
+
+
+def _authorize(
+    state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    token = state.settings.token
+    if token is None:
+        return
+    given = credentials.credentials if credentials is not None else ""
+    if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
+        raise ProblemError(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+Authorized = Annotated[None, Depends(_authorize)]
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+ClientAddress = Annotated[str, Depends(client_address)]
