@@ -6,7 +6,7 @@ Models are frozen: a configuration is read once at start-up and passed down, nev
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,10 +31,29 @@ class RedisConfig(_Section):
         description="Namespace of every key written: keys are '{prefix}:...'. Use one prefix per run family.",
     )
     socket_timeout_s: float = Field(
-        default=30.0,
+        default=5.0,
         gt=0,
         le=3600,
-        description="Socket timeout of a Redis command, in seconds; must exceed the stream's block time.",
+        description="Socket timeout of one Redis command, in seconds: how long a hung Redis can stall one "
+        "attempt. Must exceed the stream's block time.",
+    )
+    connect_timeout_s: float = Field(
+        default=2.0, gt=0, le=600, description="Timeout of opening a connection to Redis, in seconds."
+    )
+    retry_deadline_s: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description="A command that fails with a connection error, a timeout or LOADING (Redis reloading "
+        "its data) is retried with exponential backoff until this long after its first attempt, in s; "
+        "0 disables retries. Every store operation is safe to retry.",
+    )
+    persistence: Literal["refuse", "warn", "ignore"] = Field(
+        default="warn",
+        description="What to do at start when Redis does not persist with an append-only file "
+        "(appendonly yes) or may evict keys (maxmemory-policy other than noeviction): refuse to start, "
+        "log a warning, or say nothing. Without AOF a Redis restart loses confirmed experiences and "
+        "resets the run.",
     )
 
 
@@ -50,6 +69,13 @@ class BufferConfig(_Section):
     dedup: bool = Field(
         default=True,
         description="Drop a task whose content hash (Task.id) is already in the buffer. Off keeps copies.",
+    )
+    max_task_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=64 << 20,
+        description="Largest task admitted, in bytes of its JSON; larger tasks are refused and counted "
+        "(a task of hundreds of MB stalls Redis for seconds).",
     )
 
 
@@ -92,19 +118,28 @@ class StreamConfig(_Section):
         le=86_400,
         description="How long a producer waits for room before failing with BackpressureTimeout, in s.",
     )
+    max_pending_bytes: int = Field(
+        default=1 << 30,
+        ge=1 << 20,
+        le=1 << 40,
+        description="Backpressure by size: a producer also waits while adding its chunk would leave more "
+        "than this many payload bytes waiting untrained. An experience larger than this is refused.",
+    )
     reclaim_idle_ms: int = Field(
-        default=300_000,
+        default=60_000,
         ge=1,
         le=86_400_000,
-        description="A delivered, unacknowledged experience idle this long (its consumer is presumed "
-        "dead) is reclaimed by another consumer, in ms. Must exceed the longest training step.",
+        description="The lease of a delivered experience, in ms: its consumer renews it while it trains "
+        "(ExperienceStream.renew); once it has gone this long unrenewed (the consumer died, hung or lost "
+        "Redis) another consumer reclaims it, and the first one's ack is refused (LeaseLostError).",
     )
-    max_deliveries: int = Field(
-        default=5,
+    max_failures: int = Field(
+        default=3,
         ge=1,
         le=1_000,
-        description="An entry delivered more often than this (it keeps killing its consumer) is "
-        "moved to the quarantine stream instead of being delivered again.",
+        description="An entry is quarantined once its consumer failed (died, or let its lease lapse) "
+        "this many times while the entry was delivered alone. Entries of a failed batch come back in "
+        "halves until a failure can be blamed on one entry, so healthy batch-mates are never blamed.",
     )
     quarantine_maxlen: int = Field(
         default=10_000,
@@ -112,11 +147,25 @@ class StreamConfig(_Section):
         le=10_000_000,
         description="Approximate cap on the quarantine stream (oldest quarantined entries are trimmed).",
     )
-    trained_retention_s: int = Field(
-        default=86_400,
+    quarantine_max_entry_bytes: int = Field(
+        default=64 << 10,
+        ge=256,
+        le=64 << 20,
+        description="Bytes of a quarantined entry's payload kept for inspection; the rest is cut off.",
+    )
+    ledger_retention_s: int = Field(
+        default=3_600,
         ge=60,
         le=30 * 86_400,
-        description="How long the id of a trained experience is remembered to skip redeliveries, in s.",
+        description="How long the ids of admitted and of trained experiences are remembered, in s: a "
+        "producer's retry or a redelivery within this window is recognised and skipped.",
+    )
+    ledger_max_ids: int = Field(
+        default=1_000_000,
+        ge=1_000,
+        le=100_000_000,
+        description="Most ids each ledger (admitted, trained) keeps, whatever the rate; the oldest go "
+        "first. About 100 bytes of Redis memory per id.",
     )
 
     @model_validator(mode="after")
@@ -131,9 +180,9 @@ class StreamConfig(_Section):
                 f"stream.reclaim_idle_ms ({self.reclaim_idle_ms}) must exceed stream.block_ms "
                 f"({self.block_ms}), or live consumers would have their entries taken from them"
             )
-        if self.trained_retention_s * 1000 <= self.reclaim_idle_ms:
+        if self.ledger_retention_s * 1000 <= self.reclaim_idle_ms:
             raise ValueError(
-                "stream.trained_retention_s must exceed stream.reclaim_idle_ms, or a redelivered "
+                "stream.ledger_retention_s must exceed stream.reclaim_idle_ms, or a redelivered "
                 "experience could be forgotten before it is skipped"
             )
         return self

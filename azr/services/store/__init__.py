@@ -9,14 +9,6 @@ they return raw bytes (the stream carries binary arrays), and modules decode tex
 
 from __future__ import annotations
 
-import redis
+from azr.services.store.connection import connect
 
-from azr.services.config import RedisConfig
-
-
-def connect(config: RedisConfig | None = None) -> redis.Redis:
-    """A Redis client for the store (bytes replies), checked with a PING so a bad URL fails here."""
-    config = config or RedisConfig()
-    client = redis.Redis.from_url(config.url, socket_timeout=config.socket_timeout_s, decode_responses=False)
-    client.ping()
-    return client
+__all__ = ["connect"]

@@ -18,6 +18,7 @@ for a given seed and buffer content, and never reads a rank that no longer exist
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -27,6 +28,8 @@ import redis
 from azr.core.task import ZERO_SEED, Origin, Task, TaskType
 from azr.services.config import BufferConfig
 from azr.services.store.keys import Keys
+
+log = logging.getLogger(__name__)
 
 # KEYS: order, tasks, meta. ARGV: capacity, dedup (0/1), seed_once (0/1), then (id, origin, json) triples.
 # Returns {evicted, status...} with status 1 = added, 0 = duplicate; an empty table when seed_once is set
@@ -145,6 +148,8 @@ class AddResult:
     """Tasks already present (dedup on), not admitted."""
     evicted: int
     """Oldest tasks evicted to stay within capacity."""
+    too_large: int = 0
+    """Tasks refused for being larger than ``BufferConfig.max_task_bytes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,14 +214,26 @@ class TaskBuffer:
 
     def add_many(self, tasks: Iterable[Task]) -> AddResult:
         """Admit tasks atomically, in order; at capacity the oldest tasks (possibly earlier ones of this
-        very call) are evicted."""
+        very call) are evicted. Tasks larger than ``max_task_bytes`` are refused and counted."""
         args: list[str] = []
+        too_large = 0
         for task in tasks:
             self._check_type(task)
-            args += [task.id, task.origin.value, json.dumps(task.to_dict(), ensure_ascii=False)]
+            body = json.dumps(task.to_dict(), ensure_ascii=False)
+            if len(body.encode()) > self._config.max_task_bytes:
+                log.warning(
+                    "refused %s task %s: %d bytes, more than buffer.max_task_bytes (%d)",
+                    self._type.value,
+                    task.id,
+                    len(body.encode()),
+                    self._config.max_task_bytes,
+                )
+                too_large += 1
+                continue
+            args += [task.id, task.origin.value, body]
         if not args:
-            return AddResult(added=0, duplicates=0, evicted=0)
-        return self._run_add(args, seed_once=False)
+            return AddResult(added=0, duplicates=0, evicted=0, too_large=too_large)
+        return replace(self._run_add(args, seed_once=False), too_large=too_large)
 
     def ensure_zero_seed(self) -> bool:
         """Write the zero seed the first time this buffer is started (once per prefix, even if it is

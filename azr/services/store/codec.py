@@ -12,8 +12,10 @@ Layout of the payload (all little-endian), version 2::
 
 The header is 40 bytes, so the arrays start aligned. Decoding is strict: a wrong set of fields, an
 unknown version, a payload whose length differs from what its header declares, bad UTF-8 or JSON, a
-non-finite reward, or an experience that breaks its own invariants raises ``MalformedEntryError`` with
-the reason, so the consumer can quarantine the entry instead of training on it.
+non-finite reward or reward part (a number too large for a float included), or an experience that breaks
+its own invariants raises ``MalformedEntryError`` with the reason, so the consumer can quarantine the
+entry instead of training on it; ``decode`` raises nothing else, whatever the bytes. ``encode`` refuses
+(``ValueError``) what ``decode`` would refuse, so the codec never writes an entry it cannot read.
 
 Decoded arrays are read-only views of the payload (no copy); the trainer only reads them (it collates
 them into fresh tensors). Copy one before writing to it.
@@ -54,7 +56,12 @@ class MalformedEntryError(ValueError):
 
 
 def encode(exp: Experience) -> dict[bytes, bytes]:
-    """The stream fields of an experience (one field, ``FIELD``)."""
+    """The stream fields of an experience (one field, ``FIELD``); ``ValueError`` for one that ``decode``
+    would refuse."""
+    if not exp.id:
+        raise ValueError("id: empty")
+    if not math.isfinite(exp.reward):
+        raise ValueError(f"reward: not finite: {exp.reward}")
     texts = [
         exp.id.encode(),
         exp.run_id.encode(),
@@ -66,6 +73,10 @@ def encode(exp: Experience) -> dict[bytes, bytes]:
     for name, text in zip((*_TEXT_NAMES, "parts"), texts, strict=True):
         if len(text) > _MAX_TEXT_BYTES:
             raise ValueError(f"{name}: {len(text)} bytes, more than the codec's {_MAX_TEXT_BYTES}")
+    try:
+        _parse_parts(texts[-1])
+    except MalformedEntryError as exc:
+        raise ValueError(f"reward_parts cannot be stored: {exc.reason}") from None
     try:
         header = _HEADER.pack(
             VERSION,
@@ -86,7 +97,17 @@ def encode(exp: Experience) -> dict[bytes, bytes]:
 
 
 def decode(fields: Mapping[bytes, bytes]) -> Experience:
-    """Rebuild an experience from stream fields; raises ``MalformedEntryError`` on anything unexpected."""
+    """Rebuild an experience from stream fields; raises ``MalformedEntryError`` on anything unexpected,
+    and nothing else."""
+    try:
+        return _decode(fields)
+    except MalformedEntryError:
+        raise
+    except Exception as exc:  # a case the checks below missed is still this entry's fault, not the reader's
+        raise MalformedEntryError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _decode(fields: Mapping[bytes, bytes]) -> Experience:
     payload = _payload(fields)
     if len(payload) < _HEADER.size:
         raise MalformedEntryError(f"truncated: {len(payload)} bytes, the header alone is {_HEADER.size}")
@@ -170,9 +191,18 @@ def _parse_parts(raw: bytes) -> dict[str, float]:
         parts = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise MalformedEntryError("parts: not JSON") from exc
-    # type() rather than isinstance: bool is an int subclass and must be refused.
-    if not isinstance(parts, dict) or not all(
-        type(v) in (int, float) and math.isfinite(v) and isinstance(k, str) for k, v in parts.items()
-    ):
-        raise MalformedEntryError("parts: not an object of finite numbers")
-    return {k: float(v) for k, v in parts.items()}
+    if not isinstance(parts, dict):
+        raise MalformedEntryError("parts: not a JSON object")
+    out = {}
+    for name, value in parts.items():
+        # type() rather than isinstance: bool is an int subclass and must be refused.
+        if type(value) not in (int, float):
+            raise MalformedEntryError(f"parts: {name!r} is not a number")
+        try:
+            number = float(value)  # an int beyond the float range raises OverflowError
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise MalformedEntryError(f"parts: {name!r} is not a finite float")
+        out[name] = number
+    return out

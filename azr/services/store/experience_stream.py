@@ -1,38 +1,49 @@
-"""The experience stream: rollout workers add experiences, the trainer reads, trains and acknowledges.
+"""The experience stream: rollout workers add experiences, the learner reads, trains and acknowledges.
 
-A Redis Stream with one consumer group (``StreamConfig.group``); each trainer process is a consumer.
+A Redis Stream with one consumer group (``StreamConfig.group``); each learner process is a consumer with
+a name of its own. The learner's order of work, and what each call guarantees::
 
-Delivery semantics: at-least-once delivery + idempotent consumption = exactly-once training.
+    batch = stream.read(current_version, n, block_ms)   # leased to this consumer
+    with stream.keep_alive(batch):                      # renews the lease while it trains
+        loss = forward_backward(batch.experiences)
+    stream.renew(batch)                                 # LeaseLostError: skip the step, nothing applied
+    optimizer.step()
+    stream.ack(batch)                                   # LeaseLostError: discard the step, do not publish
+    publish(version + 1)
 
-- At-least-once: an entry read by a consumer stays pending in the group until it is acknowledged. If its
-  consumer dies, the entry goes idle, and after ``reclaim_idle_ms`` the next ``read`` of any consumer
-  takes it over (XAUTOCLAIM) and delivers it again. Nothing is lost while Redis lives.
-- Idempotent: ``ack`` is one Lua script that records the experience ids as trained (a sorted set of ids
-  scored by time, kept ``trained_retention_s``), acknowledges and deletes the entries. ``read`` skips,
-  acknowledges and counts any entry whose experience id is already recorded: an entry redelivered after
-  its ack was applied, a second copy from a producer that retried an add, a batch that a slow consumer
-  acknowledged after another consumer had reclaimed it (``ack`` then reports it as a duplicate).
-- Exactly-once training: the trainer acknowledges right after its optimizer step and publishes the new
-  weights only after that. A consumer killed between its step and its ack takes that step with it (the
-  weights never left the process), so the reclaimed experiences are trained once, by the next consumer;
-  one killed after its ack has them recorded and they are never trained again. (The trainer's own lineage
-  restarts from its last checkpoint; experiences acknowledged after it are not replayed: by the time the
-  trainer is back they are older than ``max_staleness`` allows anyway.)
+Delivery guarantee. Every experience a producer's ``add`` returned for is trained exactly once, provided
+Redis persists with an AOF (``connection.check_persistence``) and the learner follows the order above:
 
-A read also filters: entries that do not decode, and entries delivered more than ``max_deliveries``
-times (they keep killing their consumer), are moved to the quarantine stream with the reason; stale
-experiences (``policy_version < current - max_staleness``) are acknowledged, dropped and counted. The
-counters live in the metrics hash (``metrics.Counters``).
+- Producers: ``add`` is idempotent by experience id (a ledger of admitted ids, kept
+  ``ledger_retention_s`` and at most ``ledger_max_ids``), so a producer may retry an add whose reply it did
+  not get; the copy is not written again.
+- Leases: a read leases its entries to its consumer for ``reclaim_idle_ms``; ``renew`` (or
+  ``keep_alive`` in the background) extends the lease. An entry whose lease lapsed (the consumer died,
+  hung, or lost Redis for that long) is reclaimed by the next read of another consumer.
+- Fencing: ``renew`` and ``ack`` check, atomically in Redis, that every entry of the batch is still leased
+  to the caller; if not they raise ``LeaseLostError`` and ``ack`` records nothing. ``ack`` records the ids
+  as trained, acknowledges and deletes the entries in one script. So a step is either committed by its
+  ack (and never trained again), or refused (and trained by whoever holds the lease); a learner killed
+  between its step and its ack takes the step with it (the weights were never published).
+- One learner: nothing is ever trained twice or lost, whatever the timing (a pause longer than the lease
+  only means the batch is reclaimed by the same process's next read under a new lease after its ack was
+  refused). Several learners: each experience's step is committed by exactly one of them; a learner
+  whose ack is refused must drop the step it took on that batch.
+- Copies: a read drops an experience already trained or already in flight under another entry.
+- Retries: every call is safe to repeat, so the client retries connection errors, timeouts and LOADING
+  (``connection.connect``): a retried ``ack`` returns its first answer (a token), entries delivered by a
+  read whose reply was lost are delivered by the next read (this consumer's own pending list).
+- Poison: decoding one entry never fails a read; the entry is quarantined with its reason. Entries of a
+  failed batch come back in halves, so a failure is finally blamed on one entry alone, which is
+  quarantined after ``max_failures`` such failures; healthy batch-mates are not blamed.
 
-Backpressure: acknowledged entries are deleted, so the stream length is exactly the number of
-experiences waiting untrained (unread or in training). ``add`` writes a chunk (at most ``max_pending``
-experiences, in one MULTI transaction) once the length plus the chunk fits within ``max_pending``; until
-then it waits, up to ``backpressure_timeout_s``, then raises ``BackpressureTimeoutError``. The check and
-the write are two steps (a script doing both would copy every payload through Lua, which halves producer
-throughput), so P producers racing for the last room can overshoot by at most P - 1 chunks.
+Stale experiences (``policy_version < current - max_staleness``) are acknowledged, dropped and counted.
+Counters live in the metrics hash (``metrics.Counters``); ``health()`` gives the gauges.
 
-The API is synchronous: producers and the trainer are Ray actors with their own threads, and the REST API
-reads counters with short calls from its thread pool; nothing here needs an event loop.
+Backpressure: acknowledged entries are deleted, so the stream holds exactly the experiences waiting
+untrained. ``add`` writes a chunk once the waiting count plus the chunk fits within ``max_pending`` and
+the stream's memory plus the chunk within ``max_pending_bytes`` (checked in the same script that writes);
+until then it waits up to ``backpressure_timeout_s`` and raises ``BackpressureTimeoutError``.
 """
 
 from __future__ import annotations
@@ -42,99 +53,79 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
-from redis.typing import EncodableT, FieldT, KeyT, StreamIdT
+from redis.typing import EncodableT, KeyT, StreamIdT
 
 from azr.core.experience import Experience
 from azr.services.config import StreamConfig
-from azr.services.store import codec
+from azr.services.store import codec, stream_scripts
 from azr.services.store.deliveries import (
     AckResult,
+    Admitted,
     BackpressureTimeoutError,
-    Batch,
     Delivery,
+    DeliveryBatch,
+    LeaseLostError,
     QuarantinedEntry,
 )
 from azr.services.store.keys import Keys
+from azr.services.store.lease import LeaseKeeper
 from azr.services.store.metrics import (
-    STREAM_ADDED,
     STREAM_DUPLICATES,
-    STREAM_RECLAIMED,
+    STREAM_READ_ERRORS,
+    STREAM_RECOVERED,
     STREAM_STALE,
-    STREAM_TRAINED,
     QuarantineReason,
     quarantined,
 )
-from azr.services.store.replies import as_bytes, as_entries, as_text, first_stream_entries
+from azr.services.store.quarantine_log import QuarantineLog
+from azr.services.store.replies import as_bytes, as_entries, first_stream_entries
+from azr.services.store.stream_health import stream_health
 
 __all__ = [
     "AckResult",
+    "Admitted",
     "BackpressureTimeoutError",
-    "Batch",
     "Delivery",
+    "DeliveryBatch",
     "ExperienceStream",
+    "LeaseLostError",
     "QuarantinedEntry",
 ]
 
 log = logging.getLogger(__name__)
 
-# KEYS: stream, trained, counters. ARGV: group, retention_ms, then (entry id, experience id) pairs.
-# Returns {newly trained, already trained}. Lua's unpack() is bounded by the C stack, hence the slices.
-_ACK = f"""
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) * 1000 + math.floor(tonumber(now_parts[2]) / 1000)
-local entries, members, fresh = {{}}, {{}}, 0
-for i = 3, #ARGV, 2 do
-  entries[#entries + 1] = ARGV[i]
-  members[#members + 1] = now
-  members[#members + 1] = ARGV[i + 1]
-end
-for i = 1, #entries, 1000 do
-  local last = math.min(i + 999, #entries)
-  -- one ZADD per slice: NX adds only ids not yet recorded, and counts them (a repeat counts once)
-  fresh = fresh + redis.call('ZADD', KEYS[2], 'NX', unpack(members, 2 * i - 1, 2 * last))
-  redis.call('XACK', KEYS[1], ARGV[1], unpack(entries, i, last))
-  redis.call('XDEL', KEYS[1], unpack(entries, i, last))
-end
-local dup = #entries - fresh
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[2]))
-if fresh > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_TRAINED}', fresh) end
-if dup > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_DUPLICATES}', dup) end
-return {{fresh, dup}}
-"""
-
-# KEYS: stream. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that hold no
-# pending entries and have been idle that long; atomic, so a consumer cannot read between check and delete
-# (deleting a consumer drops its pending entries from the group for good).
-_PRUNE = """
-for _, row in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
-  local info = {}
-  for i = 1, #row, 2 do info[row[i]] = row[i + 1] end
-  if info['name'] ~= ARGV[2] and info['pending'] == 0 and info['idle'] > tonumber(ARGV[3]) then
-    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
-  end
-end
-return 0
-"""
 _PRUNE_EVERY_S = 60.0
+_CHUNK_MAX_BYTES = 16 << 20  # one script call blocks Redis while it runs; keep each write short
 _Fields = dict[bytes, bytes]
 
 
 @dataclass(slots=True)
-class _Drops:
-    """Entries a read acknowledges and deletes instead of returning."""
+class _Entry:
+    id: bytes
+    fields: _Fields
+    deliveries: int
+    strikes: int = 0
 
-    stale: list[bytes] = field(default_factory=list)
-    duplicates: list[bytes] = field(default_factory=list)
-    quarantine: list[tuple[bytes, _Fields, int, QuarantineReason, str]] = field(default_factory=list)
+
+@dataclass(slots=True)
+class _Drops:
+    """Entries a read acknowledges and deletes instead of returning: (entry, counter, reason, detail, exp)."""
+
+    rows: list[tuple[bytes, str, str, str, str]] = field(default_factory=list)
+    stale: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
 
 
 class ExperienceStream:
-    """One producer or consumer of the stream. Not shared between threads: it keeps the consumer's
-    reclaim cursor; make one per thread (they are cheap, the state is in Redis)."""
+    """One producer or consumer of the stream. Not shared between threads (it remembers what it has
+    handed out); make one per thread, they are cheap, the state is in Redis. ``keep_alive`` is the one
+    call that works from a background thread."""
 
     def __init__(
         self,
@@ -148,10 +139,17 @@ class ExperienceStream:
         self._config = config or StreamConfig()
         self._stream = keys.experiences()
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self._ack = client.register_script(_ACK)
-        self._prune = client.register_script(_PRUNE)
-        self._reclaim_cursor: bytes | str = "0-0"
+        self._add = client.register_script(stream_scripts.ADD)
+        self._hold = client.register_script(stream_scripts.HOLD)
+        self._claim = client.register_script(stream_scripts.CLAIM)
+        self._renew = client.register_script(stream_scripts.RENEW)
+        self._ack = client.register_script(stream_scripts.ACK)
+        self._settle = client.register_script(stream_scripts.SETTLE)
+        self._prune = client.register_script(stream_scripts.PRUNE)
+        self._outstanding: set[bytes] = set()
         self._last_prune = time.monotonic()
+        self._quarantine_log = QuarantineLog(log)
+        self.read_errors = 0
         timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout")
         if timeout_s is not None and timeout_s * 1000 <= self._config.block_ms:
             raise ValueError(
@@ -162,22 +160,20 @@ class ExperienceStream:
 
     # Producer side.
 
-    def add(self, experiences: Iterable[Experience], timeout_s: float | None = None) -> list[str]:
-        """Append experiences (one MULTI transaction per chunk of at most ``max_pending``); returns their
-        entry ids.
+    def add(self, experiences: Iterable[Experience], timeout_s: float | None = None) -> Admitted:
+        """Append experiences, each once (an id admitted before is skipped, so retrying is safe).
 
-        Waits while a chunk does not fit within ``max_pending`` waiting experiences; raises
-        ``BackpressureTimeoutError`` after ``timeout_s`` (default ``backpressure_timeout_s``). Chunks
-        already admitted stay admitted.
+        Waits while a chunk does not fit within ``max_pending`` waiting experiences and
+        ``max_pending_bytes``; raises ``BackpressureTimeoutError`` after ``timeout_s`` (default
+        ``backpressure_timeout_s``). Chunks already admitted stay admitted.
         """
-        encoded = [codec.encode(exp) for exp in experiences]
         timeout_s = self._config.backpressure_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
-        ids: list[str] = []
-        size = self._config.max_pending
-        for start in range(0, len(encoded), size):
-            ids += self._admit_chunk(encoded[start : start + size], deadline)
-        return ids
+        added = duplicates = 0
+        for chunk, size_bytes in self._chunks(experiences):
+            a, d = self._admit_chunk(chunk, size_bytes, deadline)
+            added, duplicates = added + a, duplicates + d
+        return Admitted(added=added, duplicates=duplicates)
 
     def waiting(self) -> int:
         """Experiences waiting untrained: not yet read, or read and not yet acknowledged."""
@@ -185,40 +181,99 @@ class ExperienceStream:
 
     # Consumer side.
 
-    def read(self, current_version: int, n: int | None = None, block_ms: int | None = None) -> Batch:
-        """Up to n experiences to train on (reclaimed ones first), after filtering; waits up to block_ms
-        (0: do not wait) when nothing is there. Train on ``batch.deliveries``, then ``ack`` them."""
+    def read(self, current_version: int, n: int | None = None, block_ms: int | None = None) -> DeliveryBatch:
+        """Up to n experiences to train on, leased to this consumer; waits up to block_ms (0: do not
+        wait) when nothing is there. Entries this consumer was delivered by a read whose reply was lost
+        come first; then entries reclaimed from consumers whose lease lapsed (such a batch comes alone
+        and at most half the size it failed in); then new ones."""
         n = self._config.read_count if n is None else n
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         block_ms = self._config.block_ms if block_ms is None else block_ms
         try:
             self._maybe_prune()
-            entries = self._reclaim(n)
-            reclaimed = len(entries)
-            if len(entries) < n:
+            recovered = self._recover(n)
+            reclaimed = self._reclaim(n - len(recovered)) if len(recovered) < n else []
+            entries = recovered + reclaimed
+            if not reclaimed and len(entries) < n:
                 entries += self._read_new(n - len(entries), block_ms if not entries else 0)
+            batch = self._filter(entries, current_version, len(reclaimed), len(recovered))
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             # The stream key was deleted (and its group with it): start again, empty.
             log.warning("consumer group %s is gone (stream deleted?); recreating it", self._config.group)
+            self._client.delete(*self._keys.stream_bookkeeping())
+            self._outstanding.clear()
             self._ensure_group()
-            return Batch()
-        return self._filter(entries, current_version, reclaimed)
+            return DeliveryBatch()
+        except redis.RedisError:
+            self.read_errors += 1
+            raise
+        self._outstanding.update(batch.entry_ids)
+        return batch
 
-    def ack(self, deliveries: Batch | Sequence[Delivery]) -> AckResult:
-        """Record the experiences as trained and acknowledge their entries, atomically."""
-        items = deliveries.deliveries if isinstance(deliveries, Batch) else deliveries
+    def renew(self, batch: DeliveryBatch | Sequence[Delivery]) -> float:
+        """Extend the lease of a batch; raises ``LeaseLostError`` if any of it is no longer leased to this
+        consumer. Returns the seconds the lease is sure to last from now: apply the step and ack within
+        them. Call it right before the optimizer step."""
+        ids = _entry_ids(batch)
+        if not ids:
+            return self._config.reclaim_idle_ms / 1000
+        began = time.monotonic()
+        lost = [
+            as_bytes(i)
+            for i in self._renew(keys=[self._stream], args=[self._config.group, self.consumer, *ids])
+        ]
+        if lost:
+            raise LeaseLostError(lost, len(ids))
+        return self._config.reclaim_idle_ms / 1000 - (time.monotonic() - began)
+
+    @contextmanager
+    def keep_alive(self, batch: DeliveryBatch | Sequence[Delivery]) -> Iterator[LeaseKeeper]:
+        """Renew the batch's lease from a background thread every third of ``reclaim_idle_ms`` while the
+        block runs (a long forward/backward). A lease found lost is raised by the next ``renew``/``ack``."""
+        ids = _entry_ids(batch)
+        keeper = LeaseKeeper(
+            lambda: self._renew(keys=[self._stream], args=[self._config.group, self.consumer, *ids]),
+            every_s=self._config.reclaim_idle_ms / 3000,
+        )
+        with keeper:
+            yield keeper
+
+    def ack(self, batch: DeliveryBatch | Sequence[Delivery]) -> AckResult:
+        """Record the experiences as trained and acknowledge their entries, atomically, if the whole batch
+        is still leased to this consumer; otherwise raise ``LeaseLostError`` and record nothing."""
+        items = batch.deliveries if isinstance(batch, DeliveryBatch) else list(batch)
         if not items:
             return AckResult(trained=0, duplicates=0)
-        args: list[bytes | str | int] = [self._config.group, self._config.trained_retention_s * 1000]
+        token = secrets.token_hex(8)  # makes a retried ack (its reply lost) return its first answer
+        args: list[EncodableT] = [
+            self._config.group,
+            self.consumer,
+            token,
+            self._config.ledger_retention_s * 1000,
+            self._config.ledger_max_ids,
+        ]
         for d in items:
             args += [d.entry_id, d.experience.id]
-        fresh, dup = self._ack(keys=[self._stream, self._keys.trained(), self._keys.counters()], args=args)
+        keys = [
+            self._stream,
+            self._keys.trained(),
+            self._keys.counters(),
+            self._keys.inflight(),
+            self._keys.held(),
+            self._keys.strikes(),
+            self._keys.acks(),
+        ]
+        reply = self._ack(keys=keys, args=args)
+        self._outstanding.difference_update(d.entry_id for d in items)
+        if int(reply[0]) == -1:
+            raise LeaseLostError([as_bytes(i) for i in reply[1:]], len(items))
+        fresh, dup = int(reply[0]), int(reply[1])
         if dup:
-            log.warning("%d acknowledged experiences had already been trained by another consumer", dup)
-        return AckResult(trained=int(fresh), duplicates=int(dup))
+            log.warning("%d acknowledged experiences had already been trained", dup)
+        return AckResult(trained=fresh, duplicates=dup)
 
     def quarantined(self, count: int = 100) -> list[QuarantinedEntry]:
         """The most recent quarantined entries, newest first."""
@@ -232,9 +287,17 @@ class ExperienceStream:
                     reason=QuarantineReason(fields[b"q:reason"].decode()),
                     detail=fields[b"q:detail"].decode(),
                     fields=original,
+                    truncated=fields.get(b"q:cut", b"0") != b"0",
                 )
             )
         return out
+
+    def health(self) -> dict[str, float]:
+        """Gauges for monitoring: pending per consumer, oldest pending age, live consumers, backlog and
+        ledger sizes, Redis memory, this object's read errors (names in ``stream_health``)."""
+        gauges = stream_health(self._client, self._keys, self._config)
+        gauges[STREAM_READ_ERRORS] = float(self.read_errors)
+        return gauges
 
     # Internals.
 
@@ -245,132 +308,174 @@ class ExperienceStream:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def _admit_chunk(self, chunk: list[dict[bytes, bytes]], deadline: float) -> list[str]:
+    def _chunks(self, experiences: Iterable[Experience]) -> Iterator[tuple[list[bytes], int]]:
+        """(id, payload) argument lists of at most max_pending experiences and bounded bytes."""
+        max_bytes = min(self._config.max_pending_bytes, _CHUNK_MAX_BYTES)
+        chunk: list[bytes] = []
+        size_bytes = 0
+        for exp in experiences:
+            payload = codec.encode(exp)[codec.FIELD]
+            if len(payload) > self._config.max_pending_bytes:
+                raise ValueError(
+                    f"experience {exp.id} is {len(payload)} bytes, more than stream.max_pending_bytes "
+                    f"({self._config.max_pending_bytes})"
+                )
+            if chunk and (
+                len(chunk) // 2 >= self._config.max_pending or size_bytes + len(payload) > max_bytes
+            ):
+                yield chunk, size_bytes
+                chunk, size_bytes = [], 0
+            chunk += [exp.id.encode(), payload]
+            size_bytes += len(payload)
+        if chunk:
+            yield chunk, size_bytes
+
+    def _admit_chunk(self, chunk: list[bytes], size_bytes: int, deadline: float) -> tuple[int, int]:
         delay_s = 0.002
-        while (waiting := self.waiting()) + len(chunk) > self._config.max_pending:
+        head: list[EncodableT] = [
+            self._config.max_pending,
+            self._config.max_pending_bytes,
+            size_bytes,
+            self._config.ledger_retention_s * 1000,
+            self._config.ledger_max_ids,
+        ]
+        keys = [self._stream, self._keys.admitted(), self._keys.counters()]
+        while True:
+            reply = self._add(keys=keys, args=[*head, *chunk])
+            if int(reply[0]) != -1:
+                return int(reply[0]), int(reply[1])
             remaining_s = deadline - time.monotonic()
             if remaining_s <= 0:
                 raise BackpressureTimeoutError(
-                    f"{waiting} experiences are waiting untrained in {self._stream} (max_pending="
-                    f"{self._config.max_pending}); no room for {len(chunk)} more before the timeout. "
-                    "Is the trainer consuming? If it is just slow, raise stream.max_pending or "
-                    "stream.backpressure_timeout_s."
+                    f"{reply[1]} experiences ({int(reply[2]):,} bytes) are waiting untrained in "
+                    f"{self._stream} (max_pending={self._config.max_pending}, max_pending_bytes="
+                    f"{self._config.max_pending_bytes}); no room for {len(chunk) // 2} more before the "
+                    "timeout. Is the trainer consuming? If it is just slow, raise stream.max_pending, "
+                    "stream.max_pending_bytes or stream.backpressure_timeout_s."
                 )
             time.sleep(min(delay_s, remaining_s))
             delay_s = min(delay_s * 2, 0.05)
-        pipe = self._client.pipeline(transaction=True)
-        for fields in chunk:
-            pipe.xadd(self._stream, fields)  # type: ignore[arg-type]
-        pipe.hincrby(self._keys.counters(), STREAM_ADDED, len(chunk))
-        return [as_text(entry_id) for entry_id in pipe.execute()[:-1]]
 
-    def _reclaim(self, n: int) -> list[tuple[bytes, _Fields, int]]:
-        """Take over entries idle longer than reclaim_idle_ms, with their delivery counts."""
-        reply = self._client.xautoclaim(
-            self._stream,
-            self._config.group,
-            self.consumer,
-            min_idle_time=self._config.reclaim_idle_ms,
-            start_id=self._reclaim_cursor,
-            count=n,
-        )
-        self._reclaim_cursor = as_bytes(reply[0])
-        claimed = as_entries(reply[1])
-        if not claimed:
-            return []
-        pipe = self._client.pipeline(transaction=False)
-        for entry_id, _ in claimed:
-            pipe.xpending_range(self._stream, self._config.group, min=entry_id, max=entry_id, count=1)
-        counts = [rows[0]["times_delivered"] if rows else 1 for rows in pipe.execute()]
-        log.info("reclaimed %d experiences from idle consumers", len(claimed))
-        return [(entry_id, fields, int(c)) for (entry_id, fields), c in zip(claimed, counts, strict=True)]
+    def _recover(self, n: int) -> list[_Entry]:
+        """Entries pending on this consumer that it never handed out: a read whose reply was lost."""
+        out: list[_Entry] = []
+        cursor: bytes | str = "0"
+        while len(out) < n:
+            streams: dict[KeyT, StreamIdT] = {self._stream: cursor}
+            page = first_stream_entries(
+                self._client.xreadgroup(self._config.group, self.consumer, streams, count=max(n, 64))
+            )
+            if not page:
+                break
+            out += [_Entry(i, f, 2) for i, f in page if i not in self._outstanding][: n - len(out)]
+            cursor = page[-1][0]
+        if out:
+            log.info("recovered %d experiences delivered by a read whose reply was lost", len(out))
+        return out
 
-    def _read_new(self, n: int, block_ms: int) -> list[tuple[bytes, _Fields, int]]:
+    def _reclaim(self, n: int) -> list[_Entry]:
+        keys = [self._stream, self._keys.held(), self._keys.strikes(), self._keys.counters()]
+        args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms, n]
+        reply = self._claim(keys=keys, args=args)
+        out = [
+            _Entry(as_bytes(reply[i]), _pairs(reply[i + 1]), int(reply[i + 3]), strikes=int(reply[i + 2]))
+            for i in range(0, len(reply), 4)
+        ]
+        if out:
+            log.info("reclaimed %d experiences whose lease lapsed", len(out))
+        return out
+
+    def _read_new(self, n: int, block_ms: int) -> list[_Entry]:
         streams: dict[KeyT, StreamIdT] = {self._stream: ">"}
         reply = self._client.xreadgroup(
             self._config.group, self.consumer, streams, count=n, block=block_ms or None
         )
-        return [(entry_id, fields, 1) for entry_id, fields in first_stream_entries(reply)]
+        return [_Entry(entry_id, fields, 1) for entry_id, fields in first_stream_entries(reply)]
 
     def _filter(
-        self, entries: list[tuple[bytes, _Fields, int]], current_version: int, reclaimed: int
-    ) -> Batch:
+        self, entries: list[_Entry], current_version: int, reclaimed: int, recovered: int
+    ) -> DeliveryBatch:
         drops = _Drops()
         candidates: list[Delivery] = []
         oldest_version = current_version - self._config.max_staleness
-        for entry_id, fields, deliveries in entries:
-            if deliveries > self._config.max_deliveries:
-                detail = f"delivered {deliveries} times (max_deliveries={self._config.max_deliveries})"
-                drops.quarantine.append(
-                    (entry_id, fields, deliveries, QuarantineReason.MAX_DELIVERIES, detail)
-                )
-                continue
+        for entry in entries:
             try:
-                exp = codec.decode(fields)
-            except codec.MalformedEntryError as exc:
-                drops.quarantine.append(
-                    (entry_id, fields, deliveries, QuarantineReason.MALFORMED, exc.reason)
+                exp = codec.decode(entry.fields)
+            except Exception as exc:  # whatever goes wrong is this entry's reason, never the read's
+                reason = (
+                    exc.reason
+                    if isinstance(exc, codec.MalformedEntryError)
+                    else f"{type(exc).__name__}: {exc}"
                 )
+                self._drop(drops, entry, QuarantineReason.MALFORMED, reason, "")
                 continue
-            if exp.policy_version < oldest_version:
-                drops.stale.append(entry_id)
+            if entry.strikes >= self._config.max_failures:
+                detail = f"its consumer failed {entry.strikes} times while it was delivered alone"
+                self._drop(drops, entry, QuarantineReason.MAX_FAILURES, detail, exp.id)
+            elif exp.policy_version < oldest_version:
+                drops.rows.append((entry.id, STREAM_STALE, "", "", exp.id))
+                drops.stale += 1
             else:
-                candidates.append(Delivery(entry_id, exp, deliveries))
-        kept = self._skip_trained(candidates, drops)
-        self._settle(drops, reclaimed)
-        return Batch(
+                candidates.append(Delivery(entry.id, exp, entry.deliveries))
+        kept = self._hold_candidates(candidates, drops)
+        if drops.rows:
+            keys = [
+                self._stream,
+                self._keys.quarantine(),
+                self._keys.counters(),
+                self._keys.inflight(),
+                self._keys.held(),
+                self._keys.strikes(),
+            ]
+            head: list[EncodableT] = [
+                self._config.group,
+                self._config.quarantine_maxlen,
+                self._config.quarantine_max_entry_bytes,
+            ]
+            self._settle(keys=keys, args=[*head, *(v for row in drops.rows for v in row)])
+        if recovered:
+            self._client.hincrby(self._keys.counters(), STREAM_RECOVERED, recovered)
+        return DeliveryBatch(
             deliveries=kept,
             reclaimed=reclaimed,
-            stale=len(drops.stale),
-            duplicates=len(drops.duplicates),
-            quarantined=len(drops.quarantine),
+            recovered=recovered,
+            stale=drops.stale,
+            duplicates=drops.duplicates,
+            quarantined=drops.quarantined,
         )
 
-    def _skip_trained(self, candidates: list[Delivery], drops: _Drops) -> list[Delivery]:
+    def _drop(self, drops: _Drops, entry: _Entry, reason: QuarantineReason, detail: str, exp_id: str) -> None:
+        drops.rows.append((entry.id, quarantined(reason), reason.value, detail, exp_id))
+        drops.quarantined += 1
+        self._quarantine_log.record(entry.id, reason, detail)
+
+    def _hold_candidates(self, candidates: list[Delivery], drops: _Drops) -> list[Delivery]:
+        """Mark the candidates in flight; drop those already trained or in flight under another entry
+        (and a second copy within this very read)."""
         if not candidates:
             return []
-        scores = self._client.zmscore(self._keys.trained(), [d.experience.id for d in candidates])
-        kept: list[Delivery] = []
+        unique: list[Delivery] = []
         seen: set[str] = set()
-        for d, score in zip(candidates, scores, strict=True):
-            if score is not None or d.experience.id in seen:
-                drops.duplicates.append(d.entry_id)
+        for d in candidates:
+            if d.experience.id in seen:
+                drops.rows.append((d.entry_id, STREAM_DUPLICATES, "", "", d.experience.id))
+                drops.duplicates += 1
             else:
                 seen.add(d.experience.id)
+                unique.append(d)
+        args: list[EncodableT] = [len(unique)]
+        for d in unique:
+            args += [d.entry_id, d.experience.id]
+        keys = [self._stream, self._keys.trained(), self._keys.inflight(), self._keys.held()]
+        flags = self._hold(keys=keys, args=args)
+        kept = []
+        for d, flag in zip(unique, flags, strict=True):
+            if int(flag):
                 kept.append(d)
+            else:
+                drops.rows.append((d.entry_id, STREAM_DUPLICATES, "", "", d.experience.id))
+                drops.duplicates += 1
         return kept
-
-    def _settle(self, drops: _Drops, reclaimed: int) -> None:
-        """Quarantine, acknowledge and delete the dropped entries, and count them, in one transaction."""
-        dropped = [*drops.stale, *drops.duplicates, *(q[0] for q in drops.quarantine)]
-        if not dropped and not reclaimed:
-            return
-        pipe = self._client.pipeline(transaction=True)
-        for entry_id, fields, deliveries, reason, detail in drops.quarantine:
-            record: dict[FieldT, EncodableT] = {name: value for name, value in fields.items()}
-            record |= {
-                b"q:source": entry_id,
-                b"q:reason": reason.value,
-                b"q:detail": detail,
-                b"q:deliveries": deliveries,
-            }
-            pipe.xadd(
-                self._keys.quarantine(), record, maxlen=self._config.quarantine_maxlen, approximate=True
-            )
-            pipe.hincrby(self._keys.counters(), quarantined(reason), 1)
-            log.warning("quarantined stream entry %s: %s: %s", entry_id.decode(), reason.value, detail)
-        if dropped:
-            pipe.xack(self._stream, self._config.group, *dropped)
-            pipe.xdel(self._stream, *dropped)
-        counts: Mapping[str, int] = {
-            STREAM_STALE: len(drops.stale),
-            STREAM_DUPLICATES: len(drops.duplicates),
-            STREAM_RECLAIMED: reclaimed,
-        }
-        for name, count in counts.items():
-            if count:
-                pipe.hincrby(self._keys.counters(), name, count)
-        pipe.execute()
 
     def _maybe_prune(self) -> None:
         """Forget consumers that hold nothing and have been idle long (one is left per dead process)."""
@@ -379,3 +484,15 @@ class ExperienceStream:
         self._last_prune = time.monotonic()
         args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms]
         self._prune(keys=[self._stream], args=args)
+
+
+def _entry_ids(batch: DeliveryBatch | Sequence[Delivery]) -> list[bytes]:
+    items = batch.deliveries if isinstance(batch, DeliveryBatch) else batch
+    return [d.entry_id for d in items]
+
+
+def _pairs(flat: object) -> _Fields:
+    """A flat [field, value, ...] list (as a script returns stream fields) as a field map."""
+    if not isinstance(flat, list):
+        raise TypeError(f"expected a flat field list, got {type(flat).__name__}")
+    return {as_bytes(flat[i]): as_bytes(flat[i + 1]) for i in range(0, len(flat), 2)}

@@ -40,6 +40,30 @@ class Keys:
         """Sorted set: ids of trained experiences, scored by the time (ms) they were acknowledged."""
         return f"{self.prefix}:experiences:trained"
 
+    def admitted(self) -> str:
+        """Sorted set: ids of experiences written to the stream, scored by the time (ms) they were added."""
+        return f"{self.prefix}:experiences:admitted"
+
+    def inflight(self) -> str:
+        """Hash: experience id -> entry id of the copy delivered and not yet acknowledged or dropped."""
+        return f"{self.prefix}:experiences:inflight"
+
+    def held(self) -> str:
+        """Hash: entry id -> size of the batch it was last delivered in (to bisect a failed batch)."""
+        return f"{self.prefix}:experiences:held"
+
+    def strikes(self) -> str:
+        """Hash: entry id -> failures of its consumer while it was delivered alone."""
+        return f"{self.prefix}:experiences:strikes"
+
+    def acks(self) -> str:
+        """Hash: consumer -> token and result of its last ack (so a retried ack is answered, not redone)."""
+        return f"{self.prefix}:experiences:acks"
+
+    def stream_bookkeeping(self) -> list[str]:
+        """Keys that describe entries of the stream; they go when the stream goes."""
+        return [self.inflight(), self.held(), self.strikes(), self.acks()]
+
     def quarantine(self) -> str:
         return f"{self.prefix}:experiences:quarantine"
 

@@ -29,7 +29,7 @@ from azr.services.store.replies import as_bytes, as_entries, as_fields, first_st
 
 class QuarantineReason(StrEnum):
     MALFORMED = "malformed"  # the entry does not decode as an experience
-    MAX_DELIVERIES = "max_deliveries"  # delivered too often: it keeps killing its consumer
+    MAX_FAILURES = "max_failures"  # delivered alone, it kept failing its consumer (died, lease lapsed)
 
 
 STREAM_ADDED = "stream/added"
@@ -37,6 +37,9 @@ STREAM_TRAINED = "stream/trained"
 STREAM_DUPLICATES = "stream/duplicates_skipped"
 STREAM_STALE = "stream/stale_dropped"
 STREAM_RECLAIMED = "stream/reclaimed"
+STREAM_RECOVERED = "stream/recovered"
+STREAM_READ_ERRORS = "stream/read_errors"
+STREAM_LEASES_LOST = "stream/leases_lost"
 
 
 def quarantined(reason: QuarantineReason) -> str:

@@ -18,7 +18,7 @@ REDIS_URL = os.environ.get("AZR_TEST_REDIS_URL", RedisConfig().url)
 
 @pytest.fixture(scope="session")
 def redis_config() -> RedisConfig:
-    return RedisConfig(url=REDIS_URL)
+    return RedisConfig(url=REDIS_URL, persistence="ignore")  # the shared test server runs without AOF
 
 
 @pytest.fixture

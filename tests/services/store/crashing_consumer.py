@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--ack-steps", type=int, required=True)
     args = parser.parse_args()
 
-    client = connect(RedisConfig(url=args.url))
+    client = connect(RedisConfig(url=args.url, persistence="ignore"))
     config = StreamConfig.model_validate_json(args.stream_config)
     stream = ExperienceStream(client, Keys(args.prefix), config, consumer="doomed")
     batch = stream.read(current_version=0, n=args.batch, block_ms=5_000)

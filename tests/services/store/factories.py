@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from azr.core.experience import Experience
+from azr.core.task import Role, TaskType
 
 
 def make_experience(
@@ -16,8 +17,8 @@ def make_experience(
         id=f"exp-{i}",
         run_id="run-test",
         policy_version=policy_version,
-        role=("propose", "solve")[i % 2],
-        task_type=("deduction", "abduction", "induction")[i % 3],
+        role=(Role.PROPOSE, Role.SOLVE)[i % 2],
+        task_type=(TaskType.DEDUCTION, TaskType.ABDUCTION, TaskType.INDUCTION)[i % 3],
         prompt_ids=rng.integers(-(2**31), 2**31 - 1, size=prompt_len, dtype=np.int32),
         response_ids=rng.integers(0, 200_000, size=response_len, dtype=np.int32),
         behaviour_logprobs=-rng.exponential(size=response_len).astype(np.float32),

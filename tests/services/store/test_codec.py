@@ -59,6 +59,27 @@ def test_unencodable_experiences_are_refused_at_the_producer() -> None:
         codec.encode(nan_part)
 
 
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            {"reward_parts": {"solve": 10**400}},
+            "reward_parts cannot be stored: parts: 'solve' is not a finite",
+        ),
+        ({"reward_parts": {"solve": True}}, "'solve' is not a number"),
+        ({"reward": float("inf")}, "reward: not finite"),
+        ({"id": ""}, "id: empty"),
+    ],
+)
+def test_the_encoder_refuses_what_the_decoder_would(change: dict[str, Any], reason: str) -> None:
+    """An int too large for a float once went through json.dumps and then broke every read of its batch."""
+    exp = make_experience(1)
+    for name, value in change.items():
+        setattr(exp, name, value)
+    with pytest.raises(ValueError, match=reason):
+        codec.encode(exp)
+
+
 def pack(
     *,
     version: int = codec.VERSION,
@@ -122,9 +143,12 @@ MALFORMED: list[tuple[str, dict[bytes, Any], str]] = [
     ("reward parts not JSON", pack(parts=b"{format"), "parts: not JSON"),
     ("reward parts nested too deep", pack(parts=b"[" * 4000), "parts: not JSON"),
     ("reward parts too big", pack(parts=b" " * 5000), "parts: 5000 bytes"),
-    ("reward parts not numbers", pack(parts=b'{"format": "x"}'), "parts: not an object of finite numbers"),
-    ("reward part a bool", pack(parts=b'{"format": true}'), "parts: not an object of finite numbers"),
-    ("reward part not finite", pack(parts=b'{"format": NaN}'), "parts: not an object of finite numbers"),
+    ("reward parts not an object", pack(parts=b"[1, 2]"), "parts: not a JSON object"),
+    ("reward parts not numbers", pack(parts=b'{"format": "x"}'), "parts: 'format' is not a number"),
+    ("reward part a bool", pack(parts=b'{"format": true}'), "parts: 'format' is not a number"),
+    ("reward part not finite", pack(parts=b'{"format": NaN}'), "parts: 'format' is not a finite float"),
+    ("reward part beyond a float", pack(parts=b'{"format": 1' + b"0" * 400 + b"}"), "not a finite float"),
+    ("reward part with 5000 digits", pack(parts=b'{"f": 1' + b"0" * 4000 + b"}"), "parts: "),
     ("id not UTF-8", pack(texts=_texts(id=b"\xff\xfe")), "id: not UTF-8"),
     ("task not UTF-8", pack(texts=_texts(task=b"\xc3")), "task: not UTF-8"),
     ("empty id", pack(texts=_texts(id=b"")), "id: empty"),

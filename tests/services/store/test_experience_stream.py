@@ -17,7 +17,12 @@ import redis
 
 from azr.services.config import RedisConfig, StreamConfig
 from azr.services.store import codec
-from azr.services.store.experience_stream import BackpressureTimeoutError, ExperienceStream
+from azr.services.store.experience_stream import (
+    Admitted,
+    BackpressureTimeoutError,
+    ExperienceStream,
+    LeaseLostError,
+)
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import (
     STREAM_DUPLICATES,
@@ -33,7 +38,11 @@ from tests.services.store.factories import make_experience
 pytestmark = pytest.mark.redis
 
 REPO = Path(__file__).resolve().parents[3]
-FAST = StreamConfig(read_count=64, max_pending=256, block_ms=20, reclaim_idle_ms=300, trained_retention_s=60)
+FAST = StreamConfig(read_count=64, max_pending=256, block_ms=20, reclaim_idle_ms=300, ledger_retention_s=60)
+
+
+def stream_waiting(client: redis.Redis, keys: Keys) -> int:
+    return int(client.xlen(keys.experiences()))
 
 
 def drain(stream: ExperienceStream, current_version: int = 0) -> list[str]:
@@ -116,16 +125,16 @@ def test_consumer_killed_mid_batch_loses_nothing_and_trains_nothing_twice(
     lost_step = [i for i in stepped if i not in acked]  # trained by the dead process, never acknowledged
 
     time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)
-    first = stream.read(current_version=0)
-    # Its whole unacknowledged batch is taken over first (second delivery), then new entries follow.
-    assert first.reclaimed == batch - len(acked)
-    reclaimed = first.deliveries[: first.reclaimed]
+    # Its unacknowledged batch is taken over first (second delivery), alone and in halves, then new ones.
+    unacked = batch - len(acked)
+    halves = [stream.read(current_version=0) for _ in range(2)]
+    assert [b.reclaimed for b in halves] == [len(b) for b in halves] == [batch // 2, unacked - batch // 2]
+    reclaimed = [d for b in halves for d in b.deliveries]
     assert {d.experience.id for d in reclaimed} == {f"exp-{i}" for i in range(batch)} - set(acked)
-    assert [d.deliveries for d in first.deliveries] == [2] * first.reclaimed + [1] * (
-        len(first) - first.reclaimed
-    )
-    stream.ack(first)
-    survivor = [d.experience.id for d in first.deliveries] + drain(stream)
+    assert {d.deliveries for d in reclaimed} == {2}
+    for half in halves:
+        stream.ack(half)
+    survivor = [d.experience.id for d in reclaimed] + drain(stream)
 
     # Exactly once: what the dead consumer committed plus what the survivor trained is every experience
     # once; the step that died with the process is redone, committed work is not.
@@ -137,47 +146,93 @@ def test_consumer_killed_mid_batch_loses_nothing_and_trains_nothing_twice(
     assert client.zcard(keys.trained()) == n
 
 
-def test_redelivered_or_repeated_experiences_are_skipped(client: redis.Redis, keys: Keys) -> None:
+def test_a_retried_add_writes_nothing_twice(client: redis.Redis, keys: Keys) -> None:
     stream = ExperienceStream(client, keys, FAST)
-    stream.add([make_experience(i) for i in range(4)])
+    assert stream.add([make_experience(i) for i in range(4)]) == Admitted(added=4, duplicates=0)
     assert drain(stream) == [f"exp-{i}" for i in range(4)]
-    # A producer that retried its add: the same experiences again, one of them twice in one batch.
-    stream.add([make_experience(2), make_experience(3), make_experience(4), make_experience(4)])
-    batch = stream.read(current_version=0)
-    assert [d.experience.id for d in batch.deliveries] == ["exp-4"]
-    assert batch.duplicates == 3 and stream.waiting() == 1
-    stream.ack(batch)
+    # A producer that retried its add: the same experiences again, one of them twice in one call.
+    again = [make_experience(2), make_experience(3), make_experience(4), make_experience(4)]
+    assert stream.add(again) == Admitted(added=1, duplicates=3)
+    assert stream.waiting() == 1
+    assert drain(stream) == ["exp-4"]
     assert Counters(client, keys).get(STREAM_TRAINED) == 5
 
 
-def test_a_slow_consumers_late_ack_is_recognised(client: redis.Redis, keys: Keys) -> None:
+def test_copies_the_producer_ledger_missed_are_trained_once(client: redis.Redis, keys: Keys) -> None:
+    """Copies written around the admission ledger (forgotten ids, another writer): a read drops an id
+    already trained, or in flight under another entry, even one read by another consumer."""
+    first = ExperienceStream(client, keys, FAST, consumer="first")
+    second = ExperienceStream(client, keys, FAST, consumer="second")
+    payload = codec.encode(make_experience(7))
+    for _ in range(3):
+        client.xadd(keys.experiences(), dict(payload.items()))
+    taken = first.read(current_version=0, n=1)
+    assert [d.experience.id for d in taken.deliveries] == ["exp-7"]
+    copies = second.read(current_version=0)
+    assert len(copies) == 0 and copies.duplicates == 2  # in flight with "first"
+    first.ack(taken)
+    client.xadd(keys.experiences(), dict(payload.items()))
+    late = second.read(current_version=0)
+    assert len(late) == 0 and late.duplicates == 1  # already trained
+    assert stream_waiting(client, keys) == 0
+    assert Counters(client, keys).get(STREAM_TRAINED) == 1
+
+
+def test_a_lease_lost_to_a_reclaim_is_refused_at_renew_and_ack(client: redis.Redis, keys: Keys) -> None:
     slow = ExperienceStream(client, keys, FAST, consumer="slow")
     fast = ExperienceStream(client, keys, FAST, consumer="fast")
     slow.add([make_experience(i) for i in range(3)])
     taken = slow.read(current_version=0)
-    time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)
-    retaken = fast.read(current_version=0)
-    assert retaken.reclaimed == 3
-    assert fast.ack(retaken).trained == 3
-    late = slow.ack(taken)
-    assert (late.trained, late.duplicates) == (0, 3)
-    assert Counters(client, keys).get(STREAM_TRAINED) == 3
+    assert slow.renew(taken) > 0
+    time.sleep(FAST.reclaim_idle_ms / 1000 + 0.1)  # a pause longer than the lease (GC, checkpoint, outage)
+    retaken = [fast.read(current_version=0) for _ in range(2)]  # the lapsed batch comes back in halves
+    assert [b.reclaimed for b in retaken] == [2, 1]
+    with pytest.raises(LeaseLostError, match="3 of 3 experiences"):
+        slow.renew(taken)  # detected before the optimizer step
+    assert sum(fast.ack(b).trained for b in retaken) == 3
+    with pytest.raises(LeaseLostError):
+        slow.ack(taken)  # and at commit: nothing recorded
+    counters = Counters(client, keys)
+    assert counters.get(STREAM_TRAINED) == 3 and counters.get(STREAM_DUPLICATES) == 0
 
 
-def test_entries_delivered_too_often_are_quarantined(client: redis.Redis, keys: Keys) -> None:
-    config = FAST.model_copy(update={"max_deliveries": 2})
-    stream = ExperienceStream(client, keys, config)
-    stream.add([make_experience(0)])
-    for consumer, expected in (("a", 1), ("b", 2)):  # each "crashes": reads and never acks
-        batch = ExperienceStream(client, keys, config, consumer=consumer).read(current_version=0)
-        assert [d.deliveries for d in batch.deliveries] == [expected]
-        time.sleep(config.reclaim_idle_ms / 1000 + 0.1)
-    batch = ExperienceStream(client, keys, config, consumer="c").read(current_version=0)
-    assert len(batch) == 0 and batch.quarantined == 1
-    (entry,) = stream.quarantined()
-    assert entry.reason is QuarantineReason.MAX_DELIVERIES and "delivered 3 times" in entry.detail
-    assert codec.decode(entry.fields).id == "exp-0"
-    assert stream.waiting() == 0
+def test_a_kept_lease_outlives_a_long_step(client: redis.Redis, keys: Keys) -> None:
+    worker = ExperienceStream(client, keys, FAST, consumer="worker")
+    other = ExperienceStream(client, keys, FAST, consumer="other")
+    worker.add([make_experience(i) for i in range(3)])
+    batch = worker.read(current_version=0)
+    with worker.keep_alive(batch) as keeper:
+        deadline = time.monotonic() + 3 * FAST.reclaim_idle_ms / 1000
+        while time.monotonic() < deadline:  # a step three leases long, while another consumer polls
+            assert len(other.read(current_version=0, block_ms=0)) == 0
+            time.sleep(0.05)
+    assert keeper.renewals >= 3 and not keeper.lost
+    worker.renew(batch)
+    assert worker.ack(batch).trained == 3
+
+
+def test_a_failed_batch_is_bisected_and_only_the_culprit_quarantined(client: redis.Redis, keys: Keys) -> None:
+    """Consumers that die on whatever batch holds exp-5: the batch comes back in halves, the healthy
+    halves are trained, and only exp-5 is quarantined, after max_failures deaths alone."""
+    config = FAST.model_copy(update={"max_failures": 2, "read_count": 8})
+    producer = ExperienceStream(client, keys, config)
+    producer.add([make_experience(i) for i in range(8)])
+    trained: list[str] = []
+    for attempt in range(12):
+        if not producer.waiting():
+            break
+        consumer = ExperienceStream(client, keys, config, consumer=f"c{attempt}")
+        batch = consumer.read(current_version=0, block_ms=0)
+        if "exp-5" in {d.experience.id for d in batch.deliveries}:
+            time.sleep(config.reclaim_idle_ms / 1000 + 0.1)  # it "dies": never acks
+            continue
+        consumer.ack(batch)
+        trained += [d.experience.id for d in batch.deliveries]
+    assert sorted(trained) == sorted(f"exp-{i}" for i in range(8) if i != 5)
+    (entry,) = producer.quarantined()
+    assert entry.reason is QuarantineReason.MAX_FAILURES and codec.decode(entry.fields).id == "exp-5"
+    assert producer.waiting() == 0
+    assert Counters(client, keys).get(quarantined(QuarantineReason.MAX_FAILURES)) == 1
 
 
 def test_stale_experiences_are_dropped_acked_and_counted(client: redis.Redis, keys: Keys) -> None:
@@ -214,7 +269,7 @@ def test_producer_waits_for_the_trainer_then_times_out_clearly(client: redis.Red
 
     start = time.monotonic()
     with pytest.raises(
-        BackpressureTimeoutError, match=r"8 experiences are waiting untrained .*max_pending=8"
+        BackpressureTimeoutError, match=r"8 experiences \(.* bytes\) are waiting untrained .*max_pending=8"
     ):
         stream.add([make_experience(99)], timeout_s=0.2)
     assert 0.2 <= time.monotonic() - start < 2

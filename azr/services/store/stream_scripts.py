@@ -1,0 +1,244 @@
+"""The Lua scripts of the experience stream. Each runs atomically in Redis, and each is safe to run again
+after a lost reply (the client retries): that is what every comment on a script's effect is about.
+
+Lua's ``unpack()`` is bounded by the C stack, hence the slices of at most 1,000 arguments.
+"""
+
+from __future__ import annotations
+
+from azr.services.store.codec import FIELD
+from azr.services.store.metrics import (
+    STREAM_ADDED,
+    STREAM_DUPLICATES,
+    STREAM_LEASES_LOST,
+    STREAM_RECLAIMED,
+    STREAM_TRAINED,
+)
+
+_NOW_MS = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) * 1000 + math.floor(tonumber(now_parts[2]) / 1000)
+"""
+
+# Forget ledger ids older than the retention or beyond the count cap (oldest first).
+_TRIM = """
+local function trim(ledger, now, retention_ms, max_ids)
+  redis.call('ZREMRANGEBYSCORE', ledger, '-inf', now - retention_ms)
+  local excess = redis.call('ZCARD', ledger) - max_ids
+  if excess > 0 then redis.call('ZREMRANGEBYRANK', ledger, 0, excess - 1) end
+end
+"""
+
+# Whether an entry is pending and owned by a consumer.
+_OWNS = """
+local function owns(stream, group, consumer, id)
+  local row = redis.call('XPENDING', stream, group, id, id, 1)[1]
+  return row ~= nil and row[2] == consumer
+end
+"""
+
+# KEYS: stream, admitted, counters. ARGV: max_pending, max_pending_bytes, chunk_bytes, retention_ms,
+# max_ids, then (experience id, payload) pairs. Returns {-1, waiting, bytes} when the chunk does not fit
+# (nothing written), else {added, duplicates}. Idempotent: an id admitted before is not written again, so
+# a retried add (its reply lost) writes nothing twice.
+ADD = (
+    _NOW_MS
+    + _TRIM
+    + f"""
+local waiting = redis.call('XLEN', KEYS[1])
+if waiting > 0 then
+  local bytes = redis.call('MEMORY', 'USAGE', KEYS[1]) or 0
+  if waiting + (#ARGV - 5) / 2 > tonumber(ARGV[1]) or bytes + tonumber(ARGV[3]) > tonumber(ARGV[2]) then
+    return {{-1, waiting, bytes}}
+  end
+end
+local added = 0
+for i = 6, #ARGV, 2 do
+  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', '{FIELD.decode()}', ARGV[i + 1])
+    added = added + 1
+  end
+end
+trim(KEYS[2], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+if added > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_ADDED}', added) end
+return {{added, (#ARGV - 5) / 2 - added}}
+"""
+)
+
+# KEYS: stream, trained, inflight, held. ARGV: batch size, then (entry id, experience id) pairs, the
+# candidates of one read. Marks each as in flight and returns a flag per pair: 1 keep, 0 drop (already
+# trained, or another copy of the experience is in flight). Running it again gives the same answer.
+HOLD = """
+local flags, kept = {}, {}
+for i = 2, #ARGV, 2 do
+  local entry, exp = ARGV[i], ARGV[i + 1]
+  local keep = redis.call('ZSCORE', KEYS[2], exp) == false
+  if keep then
+    local other = redis.call('HGET', KEYS[3], exp)
+    if other and other ~= entry and #redis.call('XRANGE', KEYS[1], other, other) > 0 then keep = false end
+  end
+  if keep then
+    redis.call('HSET', KEYS[3], exp, entry)
+    kept[#kept + 1] = entry
+    flags[#flags + 1] = 1
+  else
+    flags[#flags + 1] = 0
+  end
+end
+for _, entry in ipairs(kept) do redis.call('HSET', KEYS[4], entry, #kept) end
+return flags
+"""
+
+# KEYS: stream, held, strikes, counters. ARGV: group, consumer, min idle ms, n. Takes over up to n entries
+# whose lease lapsed from other consumers. A failed batch comes back in halves: at most half the size of
+# the batch the first one was lost in, so that a failure is finally blamed on a single entry; an entry lost
+# while delivered alone gets a strike. Returns {id, {fields}, strikes, deliveries, ...}.
+CLAIM = f"""
+local rows = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', tonumber(ARGV[3]), '-', '+',
+  4 * tonumber(ARGV[4]))
+local limit, ids, info = tonumber(ARGV[4]), {{}}, {{}}
+for _, row in ipairs(rows) do
+  if row[2] ~= ARGV[2] then
+    local size = tonumber(redis.call('HGET', KEYS[2], row[1]) or '0')
+    if #ids == 0 and size > 0 then limit = math.min(limit, math.max(1, math.ceil(size / 2))) end
+    if #ids >= limit then break end
+    local strikes = tonumber(redis.call('HGET', KEYS[3], row[1]) or '0')
+    if size == 1 then strikes = redis.call('HINCRBY', KEYS[3], row[1], 1) end
+    ids[#ids + 1] = row[1]
+    info[row[1]] = {{strikes, row[4] + 1}}
+  end
+end
+if #ids == 0 then return {{}} end
+local out = {{}}
+for _, entry in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), unpack(ids))) do
+  if entry and entry[2] then
+    out[#out + 1] = entry[1]
+    out[#out + 1] = entry[2]
+    out[#out + 1] = info[entry[1]][1]
+    out[#out + 1] = info[entry[1]][2]
+  end
+end
+if #out > 0 then redis.call('HINCRBY', KEYS[4], '{STREAM_RECLAIMED}', #out / 4) end
+return out
+"""
+
+# KEYS: stream. ARGV: group, consumer, entry ids. Renews the lease (resets the idle time, without counting
+# a delivery) of the entries this consumer still owns; returns the ids it no longer owns.
+RENEW = (
+    _OWNS
+    + """
+local mine, lost = {}, {}
+for i = 3, #ARGV do
+  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
+    mine[#mine + 1] = ARGV[i]
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+for i = 1, #mine, 1000 do
+  -- unpack() must come last in an argument list (elsewhere Lua keeps only its first value)
+  local args = {KEYS[1], ARGV[1], ARGV[2], 0, unpack(mine, i, math.min(i + 999, #mine))}
+  args[#args + 1] = 'JUSTID'
+  redis.call('XCLAIM', unpack(args))
+end
+return lost
+"""
+)
+
+# KEYS: stream, trained, counters, inflight, held, strikes, acks. ARGV: group, consumer, token,
+# retention_ms, max_ids, then (entry id, experience id) pairs.
+# Fenced: if any entry is no longer owned by this consumer nothing is done and {-1, lost ids...} comes back.
+# Otherwise records the ids as trained, acknowledges and deletes the entries, and returns {fresh, dup}.
+# Idempotent: the consumer's last token and result are kept, so a retried ack returns the same answer.
+ACK = (
+    _NOW_MS
+    + _TRIM
+    + _OWNS
+    + f"""
+local last = redis.call('HGET', KEYS[7], ARGV[2])
+if last then
+  local token, fresh, dup = string.match(last, '^(%w+):(%d+):(%d+)$')
+  if token == ARGV[3] then return {{tonumber(fresh), tonumber(dup)}} end
+end
+local entries, exps, members, lost = {{}}, {{}}, {{}}, {{}}
+for i = 6, #ARGV, 2 do
+  if not owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then lost[#lost + 1] = ARGV[i] end
+  entries[#entries + 1] = ARGV[i]
+  exps[#exps + 1] = ARGV[i + 1]
+  members[#members + 1] = now
+  members[#members + 1] = ARGV[i + 1]
+end
+if #lost > 0 then
+  redis.call('HINCRBY', KEYS[3], '{STREAM_LEASES_LOST}', 1)
+  table.insert(lost, 1, -1)
+  return lost
+end
+local fresh = 0
+for i = 1, #entries, 1000 do
+  local last_i = math.min(i + 999, #entries)
+  -- NX adds only ids not yet recorded, and counts them (a repeat counts once)
+  fresh = fresh + redis.call('ZADD', KEYS[2], 'NX', unpack(members, 2 * i - 1, 2 * last_i))
+  redis.call('XACK', KEYS[1], ARGV[1], unpack(entries, i, last_i))
+  redis.call('XDEL', KEYS[1], unpack(entries, i, last_i))
+  redis.call('HDEL', KEYS[5], unpack(entries, i, last_i))
+  redis.call('HDEL', KEYS[6], unpack(entries, i, last_i))
+end
+for i, exp in ipairs(exps) do
+  if redis.call('HGET', KEYS[4], exp) == entries[i] then redis.call('HDEL', KEYS[4], exp) end
+end
+local dup = #entries - fresh
+trim(KEYS[2], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
+if fresh > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_TRAINED}', fresh) end
+if dup > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_DUPLICATES}', dup) end
+redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. fresh .. ':' .. dup)
+return {{fresh, dup}}
+"""
+)
+
+# KEYS: stream, quarantine, counters, inflight, held, strikes. ARGV: group, quarantine maxlen, most
+# payload bytes kept, then (entry id, counter, quarantine reason or '', detail, experience id or '')
+# quintuples. Drops entries a read does not deliver: counts each, quarantines those with a reason (with
+# their fields, cut to size), acknowledges and deletes them. An entry already gone is skipped, so a retry
+# neither quarantines nor counts twice.
+SETTLE = """
+local cap = tonumber(ARGV[3])
+for i = 4, #ARGV, 5 do
+  local entry, counter, reason, detail, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local found = redis.call('XRANGE', KEYS[1], entry, entry)
+  if #found > 0 then
+    if reason ~= '' then
+      local record, cut = {}, 0
+      local fields = found[1][2]
+      for j = 1, #fields, 2 do
+        local value = fields[j + 1]
+        if #value > cap then cut = math.max(cut, #value); value = string.sub(value, 1, cap) end
+        record[#record + 1] = fields[j]
+        record[#record + 1] = value
+      end
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'q:source', entry, 'q:reason', reason,
+        'q:detail', detail, 'q:cut', cut, unpack(record))
+    end
+    redis.call('HINCRBY', KEYS[3], counter, 1)
+    redis.call('XDEL', KEYS[1], entry)
+  end
+  redis.call('XACK', KEYS[1], ARGV[1], entry)
+  redis.call('HDEL', KEYS[5], entry)
+  redis.call('HDEL', KEYS[6], entry)
+  if exp ~= '' and redis.call('HGET', KEYS[4], exp) == entry then redis.call('HDEL', KEYS[4], exp) end
+end
+return 0
+"""
+
+# KEYS: stream. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that hold no
+# pending entries and have been idle that long; atomic, so a consumer cannot read between check and delete
+# (deleting a consumer drops its pending entries from the group for good).
+PRUNE = """
+for _, row in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local info = {}
+  for i = 1, #row, 2 do info[row[i]] = row[i + 1] end
+  if info['name'] ~= ARGV[2] and info['pending'] == 0 and info['idle'] > tonumber(ARGV[3]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+  end
+end
+return 0
+"""
