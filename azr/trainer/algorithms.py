@@ -7,13 +7,12 @@ statistics, PPO clip 0.2, entropy coefficient 0.001, no KL.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
 from azr.trainer.advantages import (
-    ADVANTAGE_FORMS,
     AdvantageForm,
     apply_kl_penalty,
     grpo,
@@ -30,37 +29,34 @@ GROUPED_BY_PROMPT: frozenset[Estimator] = frozenset({"grpo", "rloo"})
 WHITENING: frozenset[Estimator] = frozenset({"trr++", "reinforce++"})
 
 
-@dataclass(frozen=True)
-class AlgoConfig:
+class AlgoConfig(BaseModel):
     """The RL algorithm: advantage estimator and policy loss."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     estimator: Estimator = "trr++"
     """trr++ (AZR), reinforce++ (one global whitening), grpo or rloo (both group by prompt)."""
     form: AdvantageForm = "sequence"
     """Whitening statistics over responses ("sequence", the paper) or tokens ("token", the reference code)."""
-    eps: float = 1e-6
+    eps: float = Field(default=1e-6, gt=0.0)
     """Added to the standard deviation when whitening."""
-    loss: LossConfig = field(default_factory=LossConfig)
+    loss: LossConfig = LossConfig()
     """PPO clip, entropy bonus and KL settings."""
 
-    def __post_init__(self) -> None:
-        if self.estimator not in ESTIMATOR_NAMES:
-            raise ValueError(f"estimator must be one of {ESTIMATOR_NAMES}, got {self.estimator!r}")
-        if self.form not in ADVANTAGE_FORMS:
-            raise ValueError(f"form must be one of {ADVANTAGE_FORMS}, got {self.form!r}")
+    @model_validator(mode="after")
+    def _check(self) -> AlgoConfig:
         if self.form == "token" and self.estimator not in WHITENING:
             raise ValueError(
                 f"form='token' applies to {sorted(WHITENING)} only; {self.estimator} uses per-sequence "
                 "statistics: set form='sequence'"
             )
-        if not self.eps > 0:
-            raise ValueError(f"eps must be > 0, got {self.eps}")
         if self.kl_in_reward and (self.estimator not in WHITENING or self.form != "token"):
             raise ValueError(
                 "a KL penalty in the reward varies along a response and needs token returns: use an "
                 f"estimator in {sorted(WHITENING)} with form='token', or put the KL in the loss "
                 "(kl_in='loss')"
             )
+        return self
 
     @property
     def kl_in_reward(self) -> bool:
@@ -100,6 +96,12 @@ def compute_advantages(
     if groups is None and cfg.estimator != "reinforce++":
         needed = "prompt_groups" if cfg.estimator in GROUPED_BY_PROMPT else "role_type_groups"
         raise ValueError(f"estimator {cfg.estimator!r} groups responses by {needed}=; pass it")
+    if cfg.estimator in GROUPED_BY_PROMPT and groups is not None and len(set(groups)) == len(groups):
+        raise ValueError(
+            f"{cfg.estimator} compares the responses to one prompt, but every prompt here has a single "
+            "response (AZR samples n=1 per task), so every advantage would be 0: use estimator='trr++', "
+            "which whitens within (role, task type) groups, or sample several responses per prompt"
+        )
     if cfg.kl_in_reward:
         if kl is None:
             raise ValueError("the config puts the KL in the reward (kl_in='reward'): pass kl=, (N, T)")

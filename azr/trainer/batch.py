@@ -1,4 +1,4 @@
-"""From a list of experiences to padded tensors, and from a batch to mini- and micro-batches.
+"""From a list of experiences to padded tensors, and from a training batch to mini- and micro-batches.
 
 Layout of one row (prompt P tokens, response R tokens, right padding to L):
 
@@ -19,6 +19,7 @@ attention mask either way, so the scores equal the unpadded ones the sampler saw
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -30,7 +31,7 @@ from azr.core.experience import Experience
 
 
 @dataclass(frozen=True)
-class Batch:
+class TrainingBatch:
     """N experiences as right-padded tensors; per-token tensors are (N, L) aligned with ``input_ids``."""
 
     input_ids: Tensor  # (N, L) int64
@@ -46,6 +47,7 @@ class Batch:
     old_logprobs: Tensor | None = None  # (N, L) the PPO ratio's denominator, set by the trainer
     ref_logprobs: Tensor | None = None  # (N, L) the reference policy's log-probs, when the KL is on
     advantages: Tensor | None = None  # (N, L) set by the trainer
+    is_weights: Tensor | None = None  # (N, L) truncated importance weights, when enabled
 
     @property
     def num_rows(self) -> int:
@@ -55,11 +57,32 @@ class Batch:
     def response_tokens(self) -> int:
         return int(self.response_mask.sum().item())
 
-    def with_(self, *, old_logprobs: Tensor, ref_logprobs: Tensor | None, advantages: Tensor) -> Batch:
+    def with_(
+        self,
+        *,
+        old_logprobs: Tensor,
+        ref_logprobs: Tensor | None,
+        advantages: Tensor,
+        is_weights: Tensor | None,
+    ) -> TrainingBatch:
         """A copy with the trainer's per-token tensors set."""
-        return replace(self, old_logprobs=old_logprobs, ref_logprobs=ref_logprobs, advantages=advantages)
+        return replace(
+            self,
+            old_logprobs=old_logprobs,
+            ref_logprobs=ref_logprobs,
+            advantages=advantages,
+            is_weights=is_weights,
+        )
 
-    def select(self, rows: Sequence[int]) -> Batch:
+    def without_tokens(self) -> TrainingBatch:
+        """A copy whose response mask is all zero: a micro-batch that adds nothing to the gradient.
+
+        A rank with fewer micro-batches than another runs such fillers, so that every rank takes part in
+        the same number of gradient reductions.
+        """
+        return replace(self, response_mask=torch.zeros_like(self.response_mask))
+
+    def select(self, rows: Sequence[int]) -> TrainingBatch:
         """The sub-batch of ``rows``, trimmed to its longest row."""
         index = torch.as_tensor(list(rows), dtype=torch.long)
         width = int(self.lengths[index].max().item())
@@ -73,9 +96,9 @@ class Batch:
                 values[f.name] = tuple(value[i] for i in index.tolist())
             else:
                 values[f.name] = value
-        return Batch(**values)  # type: ignore[arg-type]
+        return TrainingBatch(**values)  # type: ignore[arg-type]
 
-    def to(self, device: torch.device) -> Batch:
+    def to(self, device: torch.device) -> TrainingBatch:
         values = {
             f.name: getattr(self, f.name).to(device)
             for f in fields(self)
@@ -84,11 +107,17 @@ class Batch:
         return replace(self, **values)
 
 
-def collate(experiences: Sequence[Experience], pad_token_id: int) -> Batch:
+def collate(experiences: Sequence[Experience], pad_token_id: int) -> TrainingBatch:
     """Right-pad prompt + response of each experience into one batch."""
     if not experiences:
         raise ValueError("cannot collate an empty list of experiences")
     lengths = [len(e.prompt_ids) + len(e.response_ids) for e in experiences]
+    bad = [e.id for e in experiences if not math.isfinite(e.reward)]
+    if bad:
+        raise ValueError(
+            f"non-finite rewards in experiences {bad[:5]}: a reward must be a finite number; the batch is "
+            "refused and the policy version does not advance"
+        )
     if any(len(e.prompt_ids) == 0 for e in experiences):
         raise ValueError(
             "every experience needs a non-empty prompt: the first response token is scored given it"
@@ -105,7 +134,7 @@ def collate(experiences: Sequence[Experience], pad_token_id: int) -> Batch:
         attention_mask[i, : P + R] = 1
         response_mask[i, P : P + R] = 1.0
         behaviour[i, P : P + R] = e.behaviour_logprobs
-    return Batch(
+    return TrainingBatch(
         input_ids=torch.from_numpy(input_ids),
         attention_mask=torch.from_numpy(attention_mask),
         response_mask=torch.from_numpy(response_mask),
@@ -117,15 +146,22 @@ def collate(experiences: Sequence[Experience], pad_token_id: int) -> Batch:
     )
 
 
-def mini_batches(num_rows: int, size: int, generator: torch.Generator | None) -> list[list[int]]:
-    """Row indices of consecutive mini-batches of ``size`` rows (the last may be smaller).
+def mini_batches(num_rows: int, count: int, generator: torch.Generator | None) -> list[list[int]]:
+    """Row indices of ``count`` consecutive mini-batches of near-equal size (some empty if rows are few).
 
     With a generator the rows are permuted first, so that each mini-batch mixes all (role, type) groups
-    rather than holding one or two of them.
+    rather than holding one or two of them. Every rank cuts its own rows into the same ``count``, so
+    that all ranks take the same number of optimizer steps.
     """
     order = torch.randperm(num_rows, generator=generator) if generator is not None else torch.arange(num_rows)
-    rows = order.tolist()
-    return [rows[i : i + size] for i in range(0, num_rows, size)]
+    return [chunk.tolist() for chunk in torch.tensor_split(order, count)]
+
+
+def shard(experiences: Sequence[Experience], rank: int, world_size: int) -> list[Experience]:
+    """The experiences rank ``rank`` of ``world_size`` trains on: every ``world_size``-th, from ``rank``."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+    return list(experiences[rank::world_size])
 
 
 def micro_batches(

@@ -9,7 +9,11 @@ A checkpoint is a directory ``step-00000042/`` holding
     rng.pt               python, numpy and torch random states, and the trainer's shuffling generator
 
 It is written under a temporary name and renamed into place, so a crash never leaves a directory that
-looks complete but is not; only the newest ``keep`` checkpoints are kept.
+looks complete but is not; only the newest ``keep`` checkpoints are kept. With several ranks every rank
+calls ``save_checkpoint`` (each writes its share of a sharded optimizer state); rank 0 alone creates,
+completes, renames and prunes the directory, with barriers between the phases, so no rank writes into a
+directory that is not there yet or is already renamed. The directory must be on a filesystem all ranks
+see.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from azr.trainer import distributed
 from azr.trainer.engines.base import MODEL_DIR, Engine
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d{8})$")
@@ -60,24 +65,32 @@ def save_checkpoint(
 
     With ``tokenizer`` its files go next to the model, so that ``model/`` is a complete model directory.
     """
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{state.step:08d}"
     tmp = root / f".{final.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    main = distributed.is_main()
+    if main:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    distributed.barrier()
     try:
         engine.save(tmp)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp / MODEL_DIR)
-        (tmp / STATE_FILE).write_text(json.dumps(asdict(state), indent=1))
-        torch.save(rng_state(generator), tmp / RNG_FILE)
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        distributed.barrier()
+        if main:
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp / MODEL_DIR)
+            (tmp / STATE_FILE).write_text(json.dumps(asdict(state), indent=1))
+            torch.save(rng_state(generator), tmp / RNG_FILE)
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        if main:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if main:
+        for old in list_checkpoints(root)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    distributed.barrier()
     return final
 
 

@@ -20,6 +20,11 @@ Departures, and why:
 3. Padding (mask 0) may hold any value, NaN included: it is zeroed before any arithmetic, so it never
    reaches the loss or a gradient.
 4. Metrics are computed apart from the loss, under ``no_grad``, in one host sync.
+5. A KL in the loss always has the gradient of KL(pi || pi_ref), whatever estimator gives its value
+   (``kl_penalty``): k3's own gradient is the reverse KL's, and k1's is zero in expectation.
+6. With ``tis_cap`` set, each token's policy-gradient term is weighted by the truncated importance weight
+   min(pi_old / pi_behaviour, tis_cap) (the "truncated IS" correction for a sampler that is not exactly
+   the trainer's policy).
 """
 
 from __future__ import annotations
@@ -28,52 +33,54 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 
 KLEstimator = Literal["k1", "k2", "k3"]
 KL_ESTIMATORS: tuple[KLEstimator, ...] = ("k1", "k2", "k3")
 KLPlacement = Literal["reward", "loss"]
-KL_PLACEMENTS: tuple[KLPlacement, ...] = ("reward", "loss")
 MAX_LOG_RATIO = 20.0
+MAX_KL = 10.0
+"""Per-token KL values in the loss are clamped to this (veRL's bound), so one outlier cannot dominate."""
 
 
-@dataclass(frozen=True)
-class LossConfig:
+class LossConfig(BaseModel):
     """Settings of the policy loss; defaults are the AZR paper's (Table 3)."""
 
-    clip_low: float = 0.2
-    """The ratio is clipped below at 1 - clip_low (PPO epsilon)."""
-    clip_high: float = 0.2
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    clip_low: float = Field(default=0.2, gt=0.0, lt=1.0)
+    """The ratio is clipped below at 1 - clip_low (PPO epsilon), in (0, 1) so that 1 - clip_low > 0."""
+    clip_high: float = Field(default=0.2, gt=0.0)
     """The ratio is clipped above at 1 + clip_high (DAPO's clip-higher uses e.g. 0.28)."""
     dual_clip: float | None = None
     """For negative advantages, bound the loss by dual_clip * |A| (Ye et al. 2020; e.g. 3.0); None: off."""
-    entropy_coef: float = 0.001
+    entropy_coef: float = Field(default=0.001, ge=0.0)
     """Weight of the entropy bonus; the loss subtracts entropy_coef * H."""
-    kl_coef: float = 0.0
+    kl_coef: float = Field(default=0.0, ge=0.0)
     """Weight of the KL to the reference model; 0 turns it off (the paper uses no KL)."""
     kl_estimator: KLEstimator = "k3"
-    """Which of Schulman's estimators (k1, k2, k3) measures KL(pi || pi_ref) per token."""
+    """Which of Schulman's estimators (k1, k2, k3) measures KL(pi || pi_ref) per token. In the loss, k2
+    and k3 both take k2's gradient (the one of KL(pi || pi_ref)); k1 is refused there."""
     kl_in: KLPlacement = "loss"
     """Where the KL goes: a penalty in the loss, or subtracted from the token rewards before advantages."""
+    tis_cap: float | None = Field(default=None, gt=1.0)
+    """Truncated importance sampling: weight each token's loss by min(pi_old / pi_behaviour, tis_cap),
+    correcting for the sampler's numeric and staleness mismatch; None: off (e.g. 2.0 when on)."""
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.clip_low < 1.0:
-            raise ValueError(f"clip_low must be in (0, 1) so that 1 - clip_low > 0, got {self.clip_low}")
-        if not self.clip_high > 0.0:
-            raise ValueError(f"clip_high must be > 0, got {self.clip_high}")
+    @model_validator(mode="after")
+    def _check(self) -> LossConfig:
         if self.dual_clip is not None and not self.dual_clip > 1.0 + self.clip_high:
             raise ValueError(
                 f"dual_clip must exceed 1 + clip_high = {1.0 + self.clip_high} to bound anything, got "
                 f"{self.dual_clip}; use e.g. 3.0, or None to turn it off"
             )
-        if self.entropy_coef < 0.0:
-            raise ValueError(f"entropy_coef must be >= 0 (it is a bonus), got {self.entropy_coef}")
-        if self.kl_coef < 0.0:
-            raise ValueError(f"kl_coef must be >= 0 (0 turns the KL off), got {self.kl_coef}")
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
-        if self.kl_in not in KL_PLACEMENTS:
-            raise ValueError(f"kl_in must be one of {KL_PLACEMENTS}, got {self.kl_in!r}")
+        if self.kl_in_loss and self.kl_estimator == "k1":
+            raise ValueError(
+                "kl_estimator='k1' in the loss has an expected gradient of zero (E_pi[grad log pi] = 0), so "
+                "it does not pull towards the reference: use 'k3' (k2's gradient) or 'k2', or kl_in='reward'"
+            )
+        return self
 
     @property
     def kl_in_loss(self) -> bool:
@@ -105,6 +112,25 @@ def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, estimator: KLEstimator) 
     raise ValueError(f"estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
+def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, estimator: KLEstimator) -> Tensor:
+    """The KL term of the loss: the estimator's value with the gradient of KL(pi || pi_ref).
+
+    Over samples of pi, grad k2 = (log pi - log pi_ref) grad log pi has expectation grad KL(pi || pi_ref),
+    while grad k3 = (1 - r) grad log pi has expectation -sum_x pi_ref(x) grad log pi(x), the gradient of
+    the reverse KL(pi_ref || pi), and grad k1 = grad log pi has expectation 0 (Tang & Munos, 2025, "On a
+    few pitfalls in KL divergence gradient estimation for RL"). So k2 is used as is, and k3 keeps its
+    value (>= 0, low variance, clamped at ``MAX_KL``) but takes k2's gradient (a straight-through
+    estimator); k1 is refused.
+    """
+    if estimator == "k1":
+        raise ValueError("k1's expected gradient is zero: use 'k2' or 'k3' for a KL in the loss")
+    k2 = kl_estimate(logprobs, ref_logprobs, "k2")  # (N, T)
+    if estimator == "k2":
+        return k2
+    k3 = kl_estimate(logprobs.detach(), ref_logprobs, "k3").clamp(max=MAX_KL)  # (N, T)
+    return k3 + (k2 - k2.detach())  # value k3, gradient k2
+
+
 def clipped_surrogate(ratio: Tensor, advantages: Tensor, cfg: LossConfig) -> Tensor:
     """Per-token PPO loss: the pessimistic (max) of the unclipped and clipped surrogate, dual-clipped."""
     pg_loss1 = -advantages * ratio  # (N, T)
@@ -131,13 +157,15 @@ def policy_loss(
     token_count: float,
     entropy: Tensor | None = None,
     ref_logprobs: Tensor | None = None,
+    is_weights: Tensor | None = None,
 ) -> LossOutput:
     """PPO-clipped policy loss, entropy bonus and optional KL, token-mean over ``token_count`` tokens.
 
     ``token_count`` is the number of response tokens in the mini-batch that one optimizer step averages
     over, summed over all of its micro-batches. Under data parallelism with gradients averaged over W
     ranks, pass (response tokens on all ranks) / W. ``entropy`` (N, T) is needed when ``entropy_coef`` > 0
-    and ``ref_logprobs`` when the KL is in the loss.
+    and ``ref_logprobs`` when the KL is in the loss. ``is_weights`` (N, T), the truncated importance
+    weights min(pi_old / pi_behaviour, cap), scale each token's policy-gradient term (no gradient).
     """
     _check_inputs(logprobs, old_logprobs, advantages, mask, token_count)
     if cfg.entropy_coef > 0.0 and entropy is None:
@@ -157,14 +185,15 @@ def policy_loss(
     ratio = torch.exp(log_ratio)  # (N, T)
     pg_losses = clipped_surrogate(ratio, advantages, cfg)  # (N, T)
     per_token = pg_losses  # (N, T)
+    if is_weights is not None:
+        per_token = per_token * torch.where(m, is_weights.detach(), 0.0)
     if entropy is not None and cfg.entropy_coef > 0.0:
         per_token = per_token - cfg.entropy_coef * entropy
     kl = None
-    if ref_logprobs is not None:  # without a KL term in the loss it is only a metric: no graph for it
-        policy = logprobs if cfg.kl_in_loss else logprobs.detach()  # (N, T)
-        kl = kl_estimate(policy, ref_logprobs, cfg.kl_estimator)  # (N, T)
-    if kl is not None and cfg.kl_in_loss:
-        per_token = per_token + cfg.kl_coef * kl
+    if ref_logprobs is not None:  # the value, for the metric; the loss term carries the right gradient
+        kl = kl_estimate(logprobs.detach(), ref_logprobs, cfg.kl_estimator)  # (N, T)
+        if cfg.kl_in_loss:
+            per_token = per_token + cfg.kl_coef * kl_penalty(logprobs, ref_logprobs, cfg.kl_estimator)
     loss = token_mean(per_token, mask, token_count)
 
     metrics = loss_metrics(

@@ -7,12 +7,19 @@ model built by ``azr.trainer.tiny`` takes the same path as a real Qwen checkpoin
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from azr.trainer.config import DeviceName, DTypeName
+from azr.trainer.logprobs import install_float32_head
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +51,43 @@ def load_policy(
     *,
     dtype: torch.dtype,
     gradient_checkpointing: bool,
-    device: torch.device,
+    device: torch.device | None,
+    zero3_config: dict[str, Any] | None = None,
 ) -> PreTrainedModel:
-    """The causal LM in train mode, parameters in ``dtype`` on ``device``, KV cache off."""
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, attn_implementation="sdpa")
+    """The causal LM for RL training: parameters in ``dtype``, dropout off, float32 LM head, no KV cache.
+
+    ``device`` None leaves the weights where they were built, for an engine that places (and shards)
+    them itself. With ``zero3_config`` (a DeepSpeed ZeRO-3 config) the weights are partitioned over the
+    ranks as they are created (``zero.Init``), so no rank ever holds the whole model.
+
+    Dropout is forced off: it makes the log-probs of the same tokens differ between the forward that
+    scores the old policy and the one that is trained, so the PPO ratio is not 1 on-policy, and the
+    samplers generate without it.
+    """
+    config = AutoConfig.from_pretrained(name_or_path)
+    for key, value in config.to_dict().items():
+        if "dropout" in key and isinstance(value, float):
+            setattr(config, key, 0.0)
+    hf_ds_config = None
+    if zero3_config is not None:
+        from transformers.integrations.deepspeed import HfDeepSpeedConfig
+
+        hf_ds_config = HfDeepSpeedConfig(zero3_config)  # type: ignore[no-untyped-call]  # read while alive
+    model = AutoModelForCausalLM.from_pretrained(
+        name_or_path, config=config, dtype=dtype, attn_implementation="sdpa"
+    )
+    del hf_ds_config
     if not isinstance(model, PreTrainedModel):
         raise TypeError(f"{name_or_path} did not load as a transformers model: {type(model).__name__}")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
     model.config.use_cache = False  # the cache is for generation; training scores whole sequences
+    install_float32_head(model)
     if gradient_checkpointing:
         enable_checkpointing(model)
-    model.to(device)  # type: ignore[arg-type]
+    if device is not None:
+        model.to(device)  # type: ignore[arg-type]
     model.train()
     log.info(
         "loaded %s: %.1f M parameters, %s on %s", name_or_path, num_parameters(model) / 1e6, dtype, device
@@ -102,5 +136,12 @@ def load_tokenizer(
 
 
 def num_parameters(model: torch.nn.Module) -> int:
-    """Number of distinct parameters (tied weights counted once)."""
-    return sum(p.numel() for p in model.parameters())
+    """Number of distinct parameters (tied weights counted once; ZeRO-3 partitions at their full size)."""
+    return sum(int(getattr(p, "ds_numel", p.numel())) for p in model.parameters())
+
+
+def record_dtype(model: PreTrainedModel) -> None:
+    """Make the config that ``save_pretrained`` writes state the dtype the weights really have."""
+    first = next((p for p in model.parameters() if p.is_floating_point()), None)
+    if first is not None:
+        model.config.dtype = first.dtype

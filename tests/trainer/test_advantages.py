@@ -349,10 +349,10 @@ def test_kl_in_the_reward_is_subtracted_before_whitening() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"estimator": "ppo"}, "estimator must be one of"),
-        ({"form": "tokens"}, "form must be one of"),
+        ({"estimator": "ppo"}, "estimator\n  Input should be 'trr\\+\\+'"),
+        ({"form": "tokens"}, "form\n  Input should be 'sequence' or 'token'"),
         ({"estimator": "grpo", "form": "token"}, "set form='sequence'"),
-        ({"eps": 0.0}, "eps must be > 0"),
+        ({"eps": 0.0}, "eps\n  Input should be greater than 0"),
         ({"loss": LossConfig(kl_coef=0.1, kl_in="reward")}, "needs token returns"),
         ({"estimator": "rloo", "loss": LossConfig(kl_coef=0.1, kl_in="reward")}, "needs token returns"),
     ],
@@ -369,3 +369,13 @@ def test_missing_groups_are_rejected() -> None:
     with pytest.raises(ValueError, match="prompt_groups="):
         compute_advantages(AlgoConfig(estimator="grpo"), rewards, mask, role_type_groups=groups)
     compute_advantages(AlgoConfig(estimator="reinforce++"), rewards, mask)  # needs no groups
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_prompt_groups_of_one_are_refused_with_a_pointer_to_trr(estimator: Estimator) -> None:
+    """AZR samples one response per task: GRPO and RLOO would have no group to compare within."""
+    rewards, _, mask = random_batch(1)
+    with pytest.raises(ValueError, match="estimator='trr\\+\\+'"):
+        compute_advantages(
+            AlgoConfig(estimator=estimator), rewards, mask, prompt_groups=list(range(len(rewards)))
+        )

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from azr.trainer.logprobs import entropy_from_logits, token_logprobs
-from azr.trainer.losses import LossConfig, kl_estimate, policy_loss
+from azr.trainer.losses import MAX_KL, LossConfig, kl_estimate, kl_penalty, policy_loss
 
 NO_BONUS = LossConfig(entropy_coef=0.0)
 Rows = list[list[float]]
@@ -85,6 +85,54 @@ def test_k1_and_k3_are_unbiased_for_kl_pi_to_ref() -> None:
         torch.testing.assert_close(expectation, kl)
     assert torch.all(kl_estimate(log_pi, log_ref, "k3") >= 0)
     assert torch.all(kl_estimate(log_pi, log_ref, "k2") >= 0)
+
+
+def exact_kl_gradient(theta: torch.Tensor, log_ref: torch.Tensor) -> torch.Tensor:
+    """d KL(pi || ref) / d theta for pi = softmax(theta), by hand: pi * (log pi - log ref - KL)."""
+    log_pi = torch.log_softmax(theta, 0)
+    pi = log_pi.exp()
+    kl = (pi * (log_pi - log_ref)).sum()
+    return pi * (log_pi - log_ref - kl)
+
+
+@pytest.mark.parametrize("estimator", ["k2", "k3"])
+def test_kl_in_the_loss_has_the_gradient_of_kl_pi_to_ref(estimator: str) -> None:
+    """On a small categorical, E_{x~pi}[grad of the loss's KL term at x] is grad KL(pi || ref), by hand.
+
+    The expectation is taken exactly, weighting each outcome x by pi(x) (held constant, as sampling is).
+    """
+    g = torch.Generator().manual_seed(1)
+    theta = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    log_ref = torch.log_softmax(torch.randn(5, generator=g, dtype=torch.float64), 0)
+    log_pi = torch.log_softmax(theta, 0)
+    assert kl_estimate(log_pi, log_ref, "k3").max() < MAX_KL  # no clamp: the value stays k3's
+    term = kl_penalty(log_pi, log_ref, estimator)  # type: ignore[arg-type]
+    expected_grad = (log_pi.exp().detach() * term).sum()
+    (got,) = torch.autograd.grad(expected_grad, theta)
+    torch.testing.assert_close(got, exact_kl_gradient(theta.detach(), log_ref))
+    # k3's value is the estimator's own (unbiased for the KL) even though its gradient is k2's.
+    torch.testing.assert_close(term.detach(), kl_estimate(log_pi.detach(), log_ref, estimator))  # type: ignore[arg-type]
+
+
+def test_k3s_own_gradient_would_be_the_reverse_kls() -> None:
+    """Why k3 takes k2's gradient: differentiated as is, k3 follows KL(ref || pi), not KL(pi || ref)."""
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    log_ref = torch.log_softmax(torch.randn(5, generator=g, dtype=torch.float64), 0)
+    log_pi = torch.log_softmax(theta, 0)
+    (naive,) = torch.autograd.grad((log_pi.exp().detach() * kl_estimate(log_pi, log_ref, "k3")).sum(), theta)
+    reverse = (log_ref.exp() * (log_ref - torch.log_softmax(theta, 0))).sum()
+    (reverse_grad,) = torch.autograd.grad(reverse, theta)
+    torch.testing.assert_close(naive, reverse_grad)
+    assert not torch.allclose(naive, exact_kl_gradient(theta.detach(), log_ref))
+
+
+def test_k1_is_refused_in_the_loss_and_k3_is_clamped() -> None:
+    x = torch.zeros(3)
+    with pytest.raises(ValueError, match="expected gradient is zero"):
+        kl_penalty(x, x, "k1")
+    far = kl_penalty(torch.zeros(1), torch.tensor([30.0]), "k3")  # k3 = e^30 - 31, unclamped
+    assert far.item() == MAX_KL
 
 
 def test_entropy_bonus_lowers_the_loss_and_its_gradient_raises_entropy() -> None:
@@ -262,13 +310,16 @@ def test_on_policy_metrics() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"clip_low": 1.0}, "clip_low must be in"),
-        ({"clip_high": 0.0}, "clip_high must be > 0"),
+        ({"clip_low": 1.0}, "clip_low\n  Input should be less than 1"),
+        ({"clip_high": 0.0}, "clip_high\n  Input should be greater than 0"),
         ({"dual_clip": 1.1}, "dual_clip must exceed"),
-        ({"entropy_coef": -0.1}, "entropy_coef must be >= 0"),
-        ({"kl_coef": -1.0}, "kl_coef must be >= 0"),
-        ({"kl_estimator": "k4"}, "kl_estimator must be one of"),
-        ({"kl_in": "advantage"}, "kl_in must be one of"),
+        ({"entropy_coef": -0.1}, "entropy_coef\n  Input should be greater than or equal to 0"),
+        ({"kl_coef": -1.0}, "kl_coef\n  Input should be greater than or equal to 0"),
+        ({"kl_estimator": "k4"}, "kl_estimator\n  Input should be 'k1', 'k2' or 'k3'"),
+        ({"kl_in": "advantage"}, "kl_in\n  Input should be 'reward' or 'loss'"),
+        ({"kl_coef": 0.1, "kl_estimator": "k1"}, "expected gradient of zero"),
+        ({"tis_cap": 1.0}, "tis_cap\n  Input should be greater than 1"),
+        ({"unknown": 1.0}, "Extra inputs are not permitted"),
     ],
 )
 def test_bad_config_is_rejected(kwargs: dict[str, object], message: str) -> None:

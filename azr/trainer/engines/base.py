@@ -53,9 +53,16 @@ class Engine(ABC):
         """The learning rate of the next optimizer step."""
 
     def forward_logprobs(
-        self, input_ids: Tensor, attention_mask: Tensor, *, temperature: float, with_entropy: bool
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        *,
+        temperature: float,
+        with_entropy: bool,
+        score_mask: Tensor | None,
     ) -> tuple[Tensor, Tensor | None]:
-        """(N, L) log-probs (and entropies) of every token, aligned with ``input_ids``."""
+        """(N, L) log-probs (and entropies) aligned with ``input_ids``; with ``score_mask`` (N, L) only
+        the masked-in tokens are scored (the others are 0) and only they go through the LM head."""
         with self.autocast():
             return sequence_logprobs(
                 self.forward_module,
@@ -63,6 +70,7 @@ class Engine(ABC):
                 attention_mask,
                 temperature=temperature,
                 with_entropy=with_entropy,
+                score_mask=score_mask,
             )
 
     @contextmanager
@@ -87,11 +95,18 @@ class Engine(ABC):
 
     @abstractmethod
     def state_dict_for_publishing(self, dtype: torch.dtype) -> dict[str, Tensor]:
-        """Full weights on the CPU in ``dtype``, tied duplicates dropped, for rollout actors."""
+        """Full weights on the CPU in ``dtype``, tied duplicates dropped, for rollout actors.
+
+        Every rank must call it (ZeRO-3 gathers the shards); only rank 0 gets the weights, the others an
+        empty dict.
+        """
 
     @abstractmethod
     def save(self, directory: Path) -> None:
-        """Write the model (Hugging Face format, in ``directory / MODEL_DIR``) and the optimizer state."""
+        """Write the model (Hugging Face format, in ``directory / MODEL_DIR``) and the optimizer state.
+
+        Every rank calls it; rank 0 writes the model, each rank its share of the optimizer state.
+        """
 
     @abstractmethod
     def load(self, directory: Path) -> None:

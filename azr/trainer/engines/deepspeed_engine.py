@@ -12,8 +12,12 @@
 - Outside a launcher (one process: tests, the tiny preset) a single-rank process group is created: gloo on
   the CPU, NCCL on CUDA, on 127.0.0.1 with a free port. DeepSpeed picks its CPU accelerator by itself on a
   machine without a GPU.
-- ZeRO-3 gathers the sharded weights to publish or save them. Loading a model too large for one device
-  before partitioning (``zero.Init`` through ``HfDeepSpeedConfig``) is not handled here.
+- No rank moves the whole model to a device before DeepSpeed places it: the model is built on the CPU
+  and ``deepspeed.initialize`` moves it; under ZeRO-3 it is partitioned as it loads (``zero.Init``
+  through ``HfDeepSpeedConfig``), so a model larger than one device's memory loads at all.
+- bf16 keeps float32 gradient accumulation (``data_types.grad_accum_dtype``): summing micro-batch
+  gradients in bf16 loses the small ones.
+- ZeRO-3 gathers the sharded weights to publish or save them (every rank takes part; rank 0 writes).
 - The first DeepSpeed engine in a process JIT-builds DeepSpeed's shared-memory communication op on the
   CPU (about 30 s once; cached under ~/.cache/torch_extensions).
 """
@@ -21,19 +25,17 @@
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from transformers import PreTrainedModel
 
 from azr.trainer.config import TrainerConfig
+from azr.trainer.distributed import ensure_process_group, is_main
 from azr.trainer.engines.base import MODEL_DIR, Engine, build_optimizer, build_scheduler, unique_state_dict
-from azr.trainer.models import load_policy
+from azr.trainer.models import load_policy, record_dtype
 
 log = logging.getLogger(__name__)
 
@@ -50,28 +52,10 @@ def ds_config(cfg: TrainerConfig, compute_dtype: torch.dtype) -> dict[str, Any]:
         "zero_optimization": {"stage": cfg.zero_stage, "overlap_comm": False, "contiguous_gradients": True},
         "bf16": {"enabled": compute_dtype == torch.bfloat16},
         "fp16": {"enabled": compute_dtype == torch.float16},
+        "data_types": {"grad_accum_dtype": "fp32"},
         "steps_per_print": 2**31 - 1,  # the trainer reports its own metrics
         "wall_clock_breakdown": False,
     }
-
-
-def ensure_process_group(device: torch.device) -> None:
-    """A single-rank process group unless a launcher already set one up (RANK/WORLD_SIZE in the env)."""
-    if dist.is_initialized():
-        return
-    defaults = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
-    for key, value in defaults.items():
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    import deepspeed
-
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class DeepSpeedEngine(Engine):
@@ -80,15 +64,21 @@ class DeepSpeedEngine(Engine):
         import deepspeed
 
         ensure_process_group(device)
+        deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
+        config = ds_config(cfg, compute_dtype)
         model = load_policy(
-            cfg.model, dtype=compute_dtype, gradient_checkpointing=cfg.gradient_checkpointing, device=device
+            cfg.model,
+            dtype=compute_dtype,
+            gradient_checkpointing=cfg.gradient_checkpointing,
+            device=None,
+            zero3_config=config if cfg.zero_stage == 3 else None,
         )
         optimizer = build_optimizer([p for p in model.parameters() if p.requires_grad], cfg)
         self._engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model,
             optimizer=optimizer,
             lr_scheduler=lambda opt: build_scheduler(opt, cfg.lr_warmup_steps),
-            config=ds_config(cfg, compute_dtype),
+            config=config,
         )
         self._model = model
 
@@ -117,18 +107,20 @@ class DeepSpeedEngine(Engine):
 
     def state_dict_for_publishing(self, dtype: torch.dtype) -> dict[str, Tensor]:
         if self.cfg.zero_stage < 3:
-            return unique_state_dict(self._model, dtype)
+            return unique_state_dict(self._model, dtype) if is_main() else {}
         import deepspeed
 
         with deepspeed.zero.GatheredParameters(list(self._model.parameters()), modifier_rank=None):
-            return unique_state_dict(self._model, dtype)
+            return unique_state_dict(self._model, dtype) if is_main() else {}
 
     def save(self, directory: Path) -> None:
+        record_dtype(self._model)
         if self.cfg.zero_stage < 3:
-            self._model.save_pretrained(directory / MODEL_DIR)
+            if is_main():
+                self._model.save_pretrained(directory / MODEL_DIR)
         else:
-            state = self._engine._zero3_consolidated_16bit_state_dict()
-            if dist.get_rank() == 0:
+            state = self._engine._zero3_consolidated_16bit_state_dict()  # every rank gathers
+            if is_main():
                 self._model.save_pretrained(directory / MODEL_DIR, state_dict=state)
         self._engine.save_checkpoint(str(directory / DEEPSPEED_DIR), tag=TAG)
 
