@@ -4,9 +4,16 @@ The answer section is found by ``azr.roles.completion`` (think/answer tags, fenc
 
 - Deduction and abduction: the program is the LAST ```python block (```py, ```python3, any case) and the
   input the LAST ```input block of the answer; an unlabelled fence is not accepted for either, since it
-  could be meant as both.
-- Induction: every ```input block of the answer is one input, in order; repeated inputs count once. The
-  message is the LAST ```message block. The program is the one the request gave, never model text.
+  could be meant as both. The last block is the model's final revision when it writes several. The
+  reference code takes the FIRST block and rejects programs with more than one ``def``; we keep helper
+  functions (the prompts allow them, ``f`` is the entry point) and leave validity to the executor.
+- Induction: every ```input block of the answer is one input, in order. There must be at least
+  ``min_induction_inputs`` distinct ones and at most ``max_induction_inputs`` blocks (both 10 by default:
+  exactly 10, as the paper; the reference code silently keeps the last 10 of more). A repeated input counts
+  once, since a hidden pair equal to a shown one would be solved by copying. The message is the LAST
+  ```message block; as in the paper, it is free text (the prompt asks for no code, nothing enforces it:
+  a message that gives the program away makes the task easy, which the learnability reward punishes).
+  The program is the one the request gave, never model text.
 - Inputs that parse as argument lists are stored in canonical form (``azr.executor.values``): the form the
   executor runs, so the solver later sees exactly what ``f`` received (a dict literal's keys, say, in the
   order ``f`` iterated them), and ``[1,2]`` repeats ``[1, 2]``. An input that does not parse is kept as
@@ -18,7 +25,6 @@ validates it and computes its gold outputs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from azr.core.task import Origin, Task, TaskType
@@ -29,18 +35,19 @@ from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure
 from azr.roles.fields import field_failure, trim_code
 
-_CODE_IN_MESSAGE = re.compile(r"\bdef\s+\w+\s*\(|\blambda\b[^:\n]*:")
-
 
 def parse_proposal(
-    completion: str, request: ProposalRequest, config: RolesConfig, *, stopped_by_length: bool = False
+    completion: str | None, request: ProposalRequest, config: RolesConfig, *, stopped_by_length: bool = False
 ) -> Task | FormatFailure:
     """Parse ``completion``, the answer to the prompt built from ``request``.
 
     ``stopped_by_length``: generation ended at the token limit (see ``extract_answer``).
     """
     section = extract_answer(
-        completion, max_chars=config.max_completion_chars, stopped_by_length=stopped_by_length
+        completion,
+        max_chars=config.max_completion_chars,
+        stopped_by_length=stopped_by_length,
+        strict=config.strict_format,
     )
     if isinstance(section, FormatFailure):
         return section
@@ -50,8 +57,8 @@ def parse_proposal(
 
 
 def induction_failure(inputs: Sequence[str], message: str, config: RolesConfig) -> FormatFailure | None:
-    """Whether an induction proposal breaks its requirements: enough distinct inputs, a message that
-    says something and shows no code."""
+    """Whether an induction proposal breaks its requirements: the number of distinct inputs, and a message
+    that says something."""
     if len(set(inputs)) < config.min_induction_inputs:
         return FormatFailure(
             FormatError.TOO_FEW_INPUTS,
@@ -64,8 +71,6 @@ def induction_failure(inputs: Sequence[str], message: str, config: RolesConfig) 
         )
     if not message.strip():
         return FormatFailure(FormatError.MISSING_MESSAGE, "the message is blank")
-    if _CODE_IN_MESSAGE.search(message):
-        return FormatFailure(FormatError.MESSAGE_REVEALS_PROGRAM, "the message contains code")
     return None
 
 

@@ -4,7 +4,9 @@
 Wording is versioned with ``azr.roles.templates.TEMPLATE_VERSION``. As in the Absolute Zero paper, a
 deduction or abduction prompt shows K reference snippets (program, input, output) from that type's buffer
 and asks for a new, different program with one input; an induction prompt shows one program and asks for
-N or more inputs plus a message that describes the program without giving it away.
+N inputs (10 by default) plus a message for the solver. The content follows the paper's appendix prompts
+(difficulty guidance, "plan first", message requirements) in our words, with the time limit the executor
+really enforces rather than the prompts' 10 seconds.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from azr.core.task import Task, TaskType
 from azr.roles.completion import BlockKind, fenced
 from azr.roles.config import RolesConfig
 from azr.roles.templates import (
-    INPUT_PLACEHOLDER,
+    EXAMPLE_INPUT,
+    EXAMPLE_INPUT_2,
+    EXAMPLE_MESSAGE,
+    EXAMPLE_PROGRAM,
     INPUT_RULE,
-    MESSAGE_PLACEHOLDER,
-    PROGRAM_PLACEHOLDER,
     Prompt,
     bullets,
     program_rules,
@@ -26,15 +29,22 @@ from azr.roles.templates import (
 
 _GOAL = {
     TaskType.DEDUCTION: (
-        "Another solver will be shown your program and your input and must work out the output. Choose a "
-        "program that takes real step-by-step reasoning to trace, yet stays short and runs quickly."
+        "Another solver will be shown your program and your input and must work out the output, as an "
+        "I.Q. test. Make the output hard to deduce from the input and the program."
     ),
     TaskType.ABDUCTION: (
-        "Another solver will be shown your program and the output of your input, and must find an input that "
-        "gives that output. Choose a program whose input takes real reasoning to recover, yet stays short "
-        "and runs quickly."
+        "Another solver will be shown your program and the output of your input, and must find an input "
+        "that gives that output, as an I.Q. test. Make an input hard to recover from the output and the "
+        "program."
     ),
 }
+DIFFICULTY = (
+    "Make the program need state tracking across several data transformations, so that the task takes "
+    "long multi-step reasoning: algorithmic reasoning or intricate logic, such as data structures (trees, "
+    "heaps, stacks, queues, graphs) or control flow (dynamic programming, recursion, divide and conquer, "
+    "greedy choices, backtracking)."
+)
+"""The paper's difficulty guidance for program proposals (its appendix prompts, in our words)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +79,20 @@ class ProposalRequest:
 
 
 def proposer_prompt(request: ProposalRequest, config: RolesConfig) -> Prompt:
+    """The prompt that asks the proposer for a new task, in ``config.template``."""
     if request.type is TaskType.INDUCTION:
-        return Prompt(_induction_body(request.program, config))
-    return Prompt(_program_body(request, config))
+        return Prompt(_induction_body(request.program, config), template=config.template)
+    return Prompt(_program_body(request, config), template=config.template)
 
 
 def _program_body(request: ProposalRequest, config: RolesConfig) -> str:
     kind = request.type.value
     rules = [
-        *program_rules(config.allowed_imports),
-        INPUT_RULE,
+        *program_rules(config.allowed_imports, config.program_timeout_s),
+        DIFFICULTY,
         "Make the program genuinely different from every reference below, not a copy with new names or "
-        "constants.",
+        "constants, and do not write the input anywhere in the program.",
+        f"Give exactly one input. {INPUT_RULE}",
     ]
     references = "\n\n".join(_reference(i, ref) for i, ref in enumerate(request.references, start=1))
     return (
@@ -89,9 +101,10 @@ def _program_body(request: ProposalRequest, config: RolesConfig) -> str:
         f"### Requirements\n{bullets(rules)}\n\n"
         f"### Reference tasks\n{references}\n\n"
         "### Answer format\n"
-        "Inside <answer> </answer>, give one ```python block with the program and one ```input block with "
-        "the input:\n"
-        f"{fenced(BlockKind.PYTHON, PROGRAM_PLACEHOLDER)}\n{fenced(BlockKind.INPUT, INPUT_PLACEHOLDER)}"
+        "First plan how your program will be challenging, different from the references and creative. "
+        "Then, inside <answer> </answer>, give one ```python block with the program and one ```input "
+        "block with the input, for example:\n"
+        f"{fenced(BlockKind.PYTHON, EXAMPLE_PROGRAM)}\n{fenced(BlockKind.INPUT, EXAMPLE_INPUT)}"
     )
 
 
@@ -105,21 +118,26 @@ def _reference(number: int, ref: Task) -> str:
 
 def _induction_body(program: str, config: RolesConfig) -> str:
     low, high = config.min_induction_inputs, config.max_induction_inputs
+    count = f"exactly {low}" if low == high else f"between {low} and {high}"
     rules = [
-        f"Give between {low} and {high} different inputs, each in its own ```input block. {INPUT_RULE}",
-        "`f` must run without error on every input; choose inputs that together pin down what `f` does, "
-        "including its edge cases.",
-        "Give one ```message block: plain text that hints at what `f` computes, without code and without "
-        "restating the program line by line.",
+        f"Give {count} different inputs, each in its own ```input block. {INPUT_RULE}",
+        "`f` must run without error on every input. Together the inputs and their outputs should cover "
+        "what `f` does, edge cases included, so that it can be deduced from them.",
+        "Give one ```message block for the solver: it may take any form (a coding question, or plain words "
+        "on what `f` does) but must not contain the program.",
+        "The inputs and message together should make a challenging task, but not an impossible one.",
     ]
     return (
         "## Task: write inputs and a message for a program\n\n"
-        "Here is a Python program `f`. Another solver will be shown your message and half of the "
-        "input/output pairs of your inputs, and must write a program that also gets the other half right.\n\n"
+        f"Here is a Python program `f`. Another solver will be shown your message and "
+        f"{config.induction_inputs_shown} of your inputs with their outputs, and must write a program that "
+        "also gives the outputs of the other inputs, as an I.Q. test.\n\n"
         f"### Program\n{fenced(BlockKind.PYTHON, program)}\n\n"
         f"### Requirements\n{bullets(rules)}\n\n"
         "### Answer format\n"
-        f"Inside <answer> </answer>, give at least {low} ```input blocks, then one ```message block:\n"
-        f"{fenced(BlockKind.INPUT, INPUT_PLACEHOLDER)}\n{fenced(BlockKind.INPUT, INPUT_PLACEHOLDER)}\n"
-        f"(one block per input)\n{fenced(BlockKind.MESSAGE, MESSAGE_PLACEHOLDER)}"
+        "First plan how your inputs cover the program and why they make the task challenging. Then, "
+        f"inside <answer> </answer>, give {count} ```input blocks, then one ```message block, for "
+        "example:\n"
+        f"{fenced(BlockKind.INPUT, EXAMPLE_INPUT)}\n{fenced(BlockKind.INPUT, EXAMPLE_INPUT_2)}\n"
+        f"(and so on, one block per input)\n{fenced(BlockKind.MESSAGE, EXAMPLE_MESSAGE)}"
     )

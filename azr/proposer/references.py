@@ -1,4 +1,5 @@
-"""Choosing what a proposer prompt shows: K references of one type, or one program for induction.
+"""Choosing what a proposer prompt shows: K references of one type, or one program for induction, and
+fitting them into the prompt token budget.
 
 Buffers live elsewhere (Redis); this module only picks from the candidates it is given, with the caller's
 random generator so that a run is reproducible from its seed.
@@ -6,11 +7,37 @@ random generator so that a run is reproducible from its seed.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from azr.core.task import Task
+from azr.core.task import Origin, Task, TaskType
+from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.roles.config import RolesConfig
+from azr.roles.templates import Prompt
+
+_IDENTITY_INPUTS = (
+    "'Hello world'",
+    "''",
+    "0",
+    "-7",
+    "3.5",
+    "True",
+    "None",
+    "[1, 2, 3]",
+    "(4, 'a')",
+    "{'k': [0]}",
+)
+INDUCTION_ZERO_SEED = Task(
+    type=TaskType.INDUCTION,
+    program="def f(x):\n    return x",
+    inputs=_IDENTITY_INPUTS,
+    outputs=_IDENTITY_INPUTS,  # canonical literals: the identity returns each one as written
+    message="Returns its argument unchanged.",
+    origin=Origin.ZERO_SEED,
+)
+"""The zero seed of the induction buffer: the paper's identity program on ten inputs, so that the
+induction groups exist from the first step (induction needs several IO pairs; one triplet cannot be one)."""
 
 
 def reference_chars(task: Task) -> int:
@@ -46,3 +73,25 @@ def _showable(task: Task, config: RolesConfig) -> bool:
 
 def _distinct(tasks: Sequence[Task]) -> list[Task]:
     return list({task.id: task for task in tasks}.values())
+
+
+def fit_references(
+    request: ProposalRequest,
+    count_tokens: Callable[[Prompt], int],
+    max_prompt_tokens: int,
+    config: RolesConfig,
+) -> ProposalRequest | None:
+    """The request with references dropped one by one, last first, until its prompt fits the budget.
+
+    ``count_tokens`` renders a prompt as the sampler will (chat template or base string, with the real
+    tokenizer) and counts its tokens; the loop passes ``RolesConfig.max_prompt_tokens`` as the budget
+    (paper: 6,144). References are dropped from the end, so the random order of ``choose_references``
+    decides which go. ``None`` when not even one reference fits: the caller skips the prompt (and counts
+    it) rather than truncating it, since a cut prompt would show a broken program. An induction request
+    has one reference, so it either fits as it is or gives ``None``.
+    """
+    for kept in range(len(request.references), 0, -1):
+        candidate = dataclasses.replace(request, references=request.references[:kept])
+        if count_tokens(proposer_prompt(candidate, config)) <= max_prompt_tokens:
+            return candidate
+    return None

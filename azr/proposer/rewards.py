@@ -9,16 +9,27 @@ The rollouts MUST be sampled at the training temperature. The reference implemen
 greedily, so the n rollouts were one answer repeated, the rate almost always 0 or 1 and the reward almost
 always 0. ``LearnabilityRollouts`` records the temperature and refuses greedy decoding.
 
+Shaped (``azr.roles.shaping``): a broken completion, or a proposal the executor rejects, gets -1 (the
+paper counts only valid triplets as well formatted); a valid proposal gets r_propose.
+
+Where we follow the paper over the reference code: a valid proposal with rate 0 or 1 gets r_propose = 0,
+as Eq. 4 and 6 say. The reference code pays -0.5 for it (its "accuracy" of 0 falls into the wrong-answer
+branch), which punishes a valid task as much as a wrong answer and pushes the proposer away from easy
+but valid programs that the buffers need early on; the paper's 0 only withholds the reward.
+
 Departures: rollouts the executor could not judge (``unjudged``) are left out of the rate rather than
-counted as failures; when none was judged there is no reward (``NoReward``), as for any infra error.
+counted as failures. A rate needs at least ``min_judged_fraction`` of the n rollouts judged (half by
+default): with fewer there is no reward (``NoReward``, with ``rollouts_judged`` for counting), as for any
+infra error, rather than a rate resting on one or two rollouts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from azr.core.task import Task, TaskType
+from azr.core.task import Role, Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Validation
 from azr.proposer.parsing import induction_failure
@@ -91,11 +102,19 @@ def assess_proposal(
             f"got {len(rollouts.outcomes)} learnability rollouts, config says n_learnability_rollouts="
             f"{config.n_learnability_rollouts}; report every rollout, unjudged ones included"
         )
-    rate = solve_rate(rollouts.outcomes)
-    if rate is None:
-        return Unjudged(ExecError(ErrorCode.INFRA_ERROR, "no learnability rollout could be judged"))
     judged = sum(o is not SolveOutcome.UNJUDGED for o in rollouts.outcomes)
+    needed = min_judged(config)
+    rate = solve_rate(rollouts.outcomes)
+    if rate is None or judged < needed:
+        n = config.n_learnability_rollouts
+        message = f"{judged} of {n} learnability rollouts judged, at least {needed} needed for a solve rate"
+        return Unjudged(ExecError(ErrorCode.INFRA_ERROR, message), {"rollouts_judged": float(judged)})
     return Passable(learnability(rate), details={"solve_rate": rate, "rollouts_judged": float(judged)})
+
+
+def min_judged(config: RolesConfig) -> int:
+    """Fewest judged learnability rollouts that give a solve rate (at least one)."""
+    return max(1, math.ceil(config.min_judged_fraction * config.n_learnability_rollouts - 1e-9))
 
 
 def proposer_reward(
@@ -105,4 +124,4 @@ def proposer_reward(
     config: RolesConfig,
 ) -> Reward | NoReward:
     """The shaped reward of one proposal (see ``assess_proposal`` for what each argument must be)."""
-    return shape(assess_proposal(parsed, validation, rollouts, config))
+    return shape(assess_proposal(parsed, validation, rollouts, config), Role.PROPOSE)

@@ -1,43 +1,116 @@
-"""Configuration of the two roles: prompt sizes, learnability rollouts and the caps of the parsers."""
+"""Configuration of the two roles: templates, prompt sizes, learnability rollouts and the parsers' caps.
+
+Defaults are the Absolute Zero paper's where it states them (K=6 references, n=8 learnability rollouts,
+10 induction inputs with half of them shown, 6,144 prompt tokens) and say so.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from azr.executor.gate import DEFAULT_POLICY
+from azr.executor.limits import SandboxLimits
 
 DEFAULT_ALLOWED_IMPORTS = tuple(sorted(DEFAULT_POLICY.allowed_imports))
 """Modules the prompts say a program may import: the executor's static gate allowlist."""
 
+TemplateName = Literal["azr", "paper"]
 
-@dataclass(frozen=True, slots=True)
-class RolesConfig:
-    n_references: int = 6
-    """K: reference snippets shown in a deduction or abduction proposer prompt (paper: 6)."""
-    n_learnability_rollouts: int = 8
-    """n: solver rollouts per valid proposal that estimate its solve rate (paper: 8)."""
-    min_induction_inputs: int = 10
-    """N: distinct inputs an induction proposal must give (paper: at least 10)."""
-    max_induction_inputs: int = 32
-    """Most inputs an induction proposal may give; more is a format error, never silently cut."""
-    allowed_imports: tuple[str, ...] = DEFAULT_ALLOWED_IMPORTS
-    """Modules named as importable in the prompts (the executor's gate enforces its own policy)."""
-    max_completion_chars: int = 65_536
-    """Longest completion the parsers read at all; longer is ``too_long`` before any scanning."""
-    max_program_chars: int = 8_192
-    """Longest program a proposal or an induction answer may hold."""
-    max_input_chars: int = 4_096
-    """Longest argument-list text of one input (proposals and abduction answers)."""
-    max_message_chars: int = 2_048
-    """Longest induction message."""
-    max_output_chars: int = 65_536
-    """Longest predicted output of a deduction answer (long gold outputs must stay answerable)."""
-    max_reference_chars: int = 8_192
-    """References whose program plus input/output texts are longer are left out of proposer prompts."""
 
-    def __post_init__(self) -> None:
-        if self.n_references < 1:
-            raise ValueError("n_references must be at least 1: a proposer prompt needs a reference")
+class RolesConfig(BaseModel):
+    """What the proposer and solver roles need: how prompts are written and how completions are read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    template: TemplateName = Field(
+        default="azr",
+        description='"azr": our wording, a system message with the format rule in chat form; "paper": the '
+        "R1 template of the paper verbatim around the task, as one user message for the tokenizer's chat "
+        "template (replicates the paper with Qwen2.5 models).",
+    )
+    strict_format: bool = Field(
+        default=False,
+        description="Read completions as the reference code does: the reasoning must end with </think>, "
+        "followed by nothing but whitespace and <answer>, and the answer must be closed by </answer>. "
+        "Off by default: engines strip the </answer> stop string, and the lenient reader already refuses "
+        "every completion whose answer it cannot locate unambiguously.",
+    )
+    n_references: int = Field(
+        default=6,
+        ge=1,
+        description="K: reference tasks shown in a deduction or abduction proposer prompt (paper: 6).",
+    )
+    max_prompt_tokens: int = Field(
+        default=6_144,
+        ge=16,
+        description="Longest prompt in tokens (paper: 6,144); ``fit_references`` drops references one by "
+        "one until a proposer prompt fits.",
+    )
+    n_learnability_rollouts: int = Field(
+        default=8,
+        description="n: solver rollouts per valid proposal that estimate its solve rate (paper: 8).",
+    )
+    min_judged_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Fewest of the n learnability rollouts that must be judged (not infra errors) for a "
+        "propose reward; below it the proposal gets no reward rather than a rate from a few rollouts.",
+    )
+    min_induction_inputs: int = Field(
+        default=10,
+        description="Fewest distinct inputs an induction proposal gives (paper: 10).",
+    )
+    max_induction_inputs: int = Field(
+        default=10,
+        description="Most inputs an induction proposal gives. Equal to the minimum by default (exactly 10, "
+        "as the paper): a proposer cannot lower the solve rate by adding hidden cases.",
+    )
+    induction_inputs_shown: int = Field(
+        default=5,
+        ge=1,
+        description="Input/output pairs an induction solver prompt shows (paper: half of 10). The executor "
+        "judges on the pairs after the first half, rounded up (``Task.induction_split``).",
+    )
+    program_timeout_s: float = Field(
+        default=SandboxLimits().timeout_s,
+        gt=0,
+        description="The time limit of one call of f that the prompts state; keep it equal to the "
+        "executor's ``SandboxLimits.timeout_s``, which is what is enforced.",
+    )
+    allowed_imports: tuple[str, ...] = Field(
+        default=DEFAULT_ALLOWED_IMPORTS,
+        description="Modules named as importable in the prompts (the executor's gate enforces its own).",
+    )
+    max_completion_chars: int = Field(
+        default=65_536,
+        ge=1,
+        description="Longest completion the parsers read at all; longer is ``too_long`` before scanning.",
+    )
+    max_program_chars: int = Field(
+        default=8_192, ge=1, description="Longest program a proposal or an induction answer may hold."
+    )
+    max_input_chars: int = Field(
+        default=4_096,
+        ge=1,
+        description="Longest argument-list text of one input (proposals and abduction answers).",
+    )
+    max_message_chars: int = Field(default=2_048, ge=1, description="Longest induction message.")
+    max_output_chars: int = Field(
+        default=65_536,
+        ge=1,
+        description="Longest predicted output of a deduction answer (long gold outputs stay answerable).",
+    )
+    max_reference_chars: int = Field(
+        default=8_192,
+        ge=1,
+        description="References whose program plus input/output texts are longer are never shown.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
         if self.n_learnability_rollouts < 2:
             raise ValueError(
                 "n_learnability_rollouts must be at least 2, or the solve rate is always 0 or 1 and the "
@@ -45,20 +118,25 @@ class RolesConfig:
             )
         if not 2 <= self.min_induction_inputs <= self.max_induction_inputs:
             raise ValueError(
-                "need 2 <= min_induction_inputs <= max_induction_inputs: an induction task shows half of "
+                "need 2 <= min_induction_inputs <= max_induction_inputs: an induction task shows some of "
                 "its pairs and judges on the rest"
             )
+        visible = (self.min_induction_inputs + 1) // 2
+        if self.induction_inputs_shown > visible:
+            raise ValueError(
+                f"induction_inputs_shown={self.induction_inputs_shown} would show judged pairs: the "
+                f"executor judges on the pairs after the first {visible} of {self.min_induction_inputs}; "
+                f"lower it to at most {visible} or raise min_induction_inputs"
+            )
         caps = (
-            self.max_completion_chars,
             self.max_program_chars,
             self.max_input_chars,
             self.max_message_chars,
             self.max_output_chars,
             self.max_reference_chars,
         )
-        if min(caps) < 1:
-            raise ValueError("every max_*_chars cap must be positive")
-        if max(caps[1:]) > self.max_completion_chars:
+        if max(caps) > self.max_completion_chars:
             raise ValueError("a field cap above max_completion_chars can never be reached; raise the latter")
         if not all(name.isidentifier() for name in self.allowed_imports):
             raise ValueError("allowed_imports must hold module names such as 'math'")
+        return self

@@ -13,7 +13,7 @@ from enum import StrEnum
 class FormatError(StrEnum):
     TOO_LONG = "too_long"  # the completion or one of its fields is over its size cap
     TRUNCATED = "truncated"  # a fence is never closed, or generation hit the length limit inside the answer
-    MISSING_ANSWER = "missing_answer"  # no <answer> tag after the reasoning
+    MISSING_ANSWER = "missing_answer"  # no <answer> tag after the reasoning (or no completion at all)
     EMPTY_ANSWER = "empty_answer"  # the answer, or the block holding it, is blank
     NO_CODE_BLOCK = "no_code_block"  # no ```python block where a program is required
     NO_INPUT_BLOCK = "no_input_block"  # no ```input block where an input is required
@@ -21,8 +21,7 @@ class FormatError(StrEnum):
     MISSING_MESSAGE = "missing_message"  # an induction proposal without a ```message block
     TOO_FEW_INPUTS = "too_few_inputs"  # an induction proposal with fewer distinct inputs than required
     TOO_MANY_INPUTS = "too_many_inputs"  # an induction proposal with more inputs than allowed
-    MESSAGE_REVEALS_PROGRAM = "message_reveals_program"  # the induction message contains code
-    PLACEHOLDER = "placeholder"  # a block repeats the prompt's format placeholder instead of an answer
+    LAYOUT = "layout"  # strict mode: not <think> ... </think> <answer> ... </answer>
 
 
 @dataclass(frozen=True, slots=True)

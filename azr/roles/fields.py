@@ -1,11 +1,10 @@
 """Turning a chosen block into a field (a program, an input, an output, a message) with cheap checks only:
-trimming, blankness, the prompt's placeholders and a size cap. Whether the field is valid Python or a
-valid literal is the executor's decision."""
+trimming, blankness and a size cap. Whether the field is valid Python or a valid literal is the
+executor's decision."""
 
 from __future__ import annotations
 
 from azr.roles.errors import FormatError, FormatFailure
-from azr.roles.templates import PLACEHOLDERS
 
 
 def trim_code(body: str) -> str:
@@ -17,11 +16,9 @@ def trim_code(body: str) -> str:
 
 
 def field_failure(text: str, name: str, max_chars: int) -> FormatFailure | None:
-    """The format error of a trimmed field, if any: blank, a repeated placeholder, or over its cap."""
+    """The format error of a trimmed field, if any: blank, or over its cap."""
     if not text.strip():
         return FormatFailure(FormatError.EMPTY_ANSWER, f"the {name} is blank")
-    if text.strip() in PLACEHOLDERS:
-        return FormatFailure(FormatError.PLACEHOLDER, f"the {name} repeats the prompt's placeholder {text!r}")
     if len(text) > max_chars:
         return FormatFailure(FormatError.TOO_LONG, f"the {name} has {len(text)} characters, cap {max_chars}")
     return None

@@ -5,6 +5,10 @@ of the expected kind (deduction ```output, abduction ```input, induction ```pyth
 and any case accepted); failing that, the LAST unlabelled block; failing that, when the answer holds no
 fenced block at all, its bare text (``<answer>4</answer>``). A section with blocks of other kinds only is a
 format error. The text is not parsed here: whether it is a literal or a program is the executor's verdict.
+
+The last block is the reference code's rule for solver answers too (its ``extract_input_output`` and
+``parse_code_function`` take the last match). Its further fallbacks (``# Output:`` lines, ``output(...)``
+calls, "the output is ...") are not followed: an answer must be a block or the answer's bare text.
 """
 
 from __future__ import annotations
@@ -33,14 +37,17 @@ _EXPECTED = {
 
 
 def parse_answer(
-    completion: str, task_type: TaskType, config: RolesConfig, *, stopped_by_length: bool = False
+    completion: str | None, task_type: TaskType, config: RolesConfig, *, stopped_by_length: bool = False
 ) -> Answer | FormatFailure:
     """Parse a solver ``completion`` for a task of ``task_type``.
 
     ``stopped_by_length``: generation ended at the token limit (see ``extract_answer``).
     """
     section = extract_answer(
-        completion, max_chars=config.max_completion_chars, stopped_by_length=stopped_by_length
+        completion,
+        max_chars=config.max_completion_chars,
+        stopped_by_length=stopped_by_length,
+        strict=config.strict_format,
     )
     if isinstance(section, FormatFailure):
         return section

@@ -1,28 +1,40 @@
-"""The solver's reward: r_solve = 1 if the executor judges the answer correct, else 0, shaped by
-``azr.roles.shaping``.
+"""The solver's reward, shaped by ``azr.roles.shaping``: exactly 1, -0.5 or -1 (paper Eq. 5 and 6).
 
 Cases, from the executor's ``Judgement`` (see ``azr.executor.jobs``):
 
-- the completion did not parse: broken (-1);
+- the completion did not parse: broken, -1;
 - ``ok`` false: the answer could not be judged (an executor failure, or a task found invalid while
   checking). Neither is the answer's doing, so there is no reward and the sample is retried or dropped;
-- ``ok`` true with an error: well formatted but invalid (an answer that is not a literal, an input that
-  makes ``f`` raise, a program the gate forbids or that fails): -0.5;
-- ``ok`` true without an error: passable, r_solve.
+- ``ok`` true with an error: well formatted, but the executor could not use the answer (not a literal, an
+  input that makes ``f`` raise, a program the gate forbids or that fails): -0.5, its error class kept;
+- ``ok`` true and wrong: -0.5;
+- ``ok`` true and correct: r_solve = 1.
+
+An induction answer is correct when it gives every held-out output (the executor's verdict); the
+reference code can also pay the fraction of held-out pairs right (its ``code_f_reward_type``), which the
+paper's binary r_solve does not, so neither do we.
 """
 
 from __future__ import annotations
 
+from azr.core.task import Role
 from azr.executor.jobs import Judgement
 from azr.roles.errors import FormatFailure
 from azr.roles.outcomes import SolveOutcome
-from azr.roles.shaping import Assessment, Broken, NoReward, Passable, Rejected, Reward, Unjudged, shape
+from azr.roles.shaping import (
+    Assessment,
+    Broken,
+    NoReward,
+    Passable,
+    Rejected,
+    Reward,
+    Unjudged,
+    Wrong,
+    shape,
+)
 from azr.solver.parsing import Answer
 
-
-def solve_reward(judgement: Judgement) -> float:
-    """r_solve: 1.0 for a correct answer, else 0.0."""
-    return 1.0 if judgement.ok and judgement.correct else 0.0
+R_SOLVE_CORRECT = 1.0
 
 
 def assess_answer(parsed: Answer | FormatFailure, judgement: Judgement | None) -> Assessment:
@@ -36,12 +48,12 @@ def assess_answer(parsed: Answer | FormatFailure, judgement: Judgement | None) -
         return Unjudged(judgement.error)
     if judgement.error is not None:
         return Rejected(judgement.error)
-    return Passable(solve_reward(judgement))
+    return Passable(R_SOLVE_CORRECT) if judgement.correct else Wrong()
 
 
 def solver_reward(parsed: Answer | FormatFailure, judgement: Judgement | None) -> Reward | NoReward:
     """The shaped reward of one answer (see ``assess_answer``)."""
-    return shape(assess_answer(parsed, judgement))
+    return shape(assess_answer(parsed, judgement), Role.SOLVE)
 
 
 def solve_outcome(parsed: Answer | FormatFailure, judgement: Judgement | None) -> SolveOutcome:

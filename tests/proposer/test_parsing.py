@@ -11,6 +11,7 @@ from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure
 
 CONFIG = RolesConfig()
+STRICT = RolesConfig(strict_format=True)
 SORTER = Task(
     type=TaskType.DEDUCTION,
     program="def f(xs):\n    return sorted(xs, reverse=True)",
@@ -91,6 +92,33 @@ PROGRAM_CASES = [
         PROGRAM,
         "[1], 2",
     ),
+    (
+        "a draft with an unclosed fence in the reasoning",
+        "<think>\nFirst draft:\n```python\ndef f(a, b):\n    return a\nToo easy; filter and scale instead.\n"
+        "</think>\n<answer>\n"
+        + block("python", PROGRAM)
+        + "\n"
+        + block("input", "[1, 2, 3], 10")
+        + "\n</answer>",
+        PROGRAM,
+        "[1, 2, 3], 10",
+    ),
+    (
+        "closing fences at the end of content lines, code on the opening line",
+        THINK + "<answer>\n```python def f(a, b):\n    return [x * b for x in a if x % 2]```\n"
+        "```input\n[3], 4```\n</answer>",
+        PROGRAM,
+        "[3], 4",
+    ),
+    (
+        "helper functions are kept",
+        answer(
+            block("python", "def g(x):\n    return x % 2\n\n" + PROGRAM.replace("x % 2", "g(x)")),
+            block("input", "[1], 1"),
+        ),
+        "def g(x):\n    return x % 2\n\n" + PROGRAM.replace("x % 2", "g(x)"),
+        "[1], 1",
+    ),
 ]
 
 
@@ -139,11 +167,6 @@ PROGRAM_FAILURES = [
     ),
     ("empty input block", answer(block("python", PROGRAM), "```input\n```"), FormatError.EMPTY_ANSWER),
     (
-        "answer-format example copied",
-        answer(block("python", "<a program defining f>"), block("input", "<the arguments of one call of f>")),
-        FormatError.PLACEHOLDER,
-    ),
-    (
         "cut off inside the program",
         THINK + "<answer>\n```python\ndef f(a, b):\n    return [x * b for x in",
         FormatError.TRUNCATED,
@@ -175,6 +198,15 @@ def test_broken_program_proposals(completion: str, error: FormatError) -> None:
     assert failure.error is error
 
 
+def test_strict_mode_refuses_prose_between_reasoning_and_answer() -> None:
+    completion = (
+        THINK + "Here it is.\n" + answer(block("python", PROGRAM), block("input", "[1], 1"))[len(THINK) :]
+    )
+    assert isinstance(parse_proposal(completion, DEDUCTION, CONFIG), Task)
+    failure = parse_proposal(completion, DEDUCTION, STRICT)
+    assert isinstance(failure, FormatFailure) and failure.error is FormatError.LAYOUT
+
+
 SOURCE = SORTER
 INDUCTION = ProposalRequest(TaskType.INDUCTION, (SOURCE,), step=3)
 MESSAGE = "Orders a list from largest to smallest."
@@ -190,12 +222,12 @@ def induction(inputs: list[str], message: str | None = MESSAGE, extra: tuple[str
 
 def test_induction_proposal_parses_with_the_given_program() -> None:
     # A python block in the answer must not replace the program the request gave.
-    completion = induction([*TEN, TEN[0]], extra=(block("python", "def f(xs):\n    return 0"),))
+    completion = induction(TEN, extra=(block("python", "def f(xs):\n    return 0"),))
     task = parse_proposal(completion, INDUCTION, CONFIG)
     assert task == Task(
         type=TaskType.INDUCTION,
         program=SOURCE.program,
-        inputs=tuple(TEN),  # the repeated input counts once
+        inputs=tuple(TEN),
         message=MESSAGE,
         origin=Origin.PROPOSED,
         step=3,
@@ -205,6 +237,8 @@ def test_induction_proposal_parses_with_the_given_program() -> None:
 
 INDUCTION_FAILURES = [
     ("nine inputs", induction(TEN[:9]), FormatError.TOO_FEW_INPUTS),
+    ("eleven inputs: no extra hidden cases", induction([*TEN, "[99, 0, 1]"]), FormatError.TOO_MANY_INPUTS),
+    ("eleven blocks, ten distinct", induction([*TEN, TEN[0]]), FormatError.TOO_MANY_INPUTS),
     ("ten blocks, nine distinct", induction([*TEN[:9], TEN[0]]), FormatError.TOO_FEW_INPUTS),
     (
         "ten blocks, nine distinct values",
@@ -213,26 +247,21 @@ INDUCTION_FAILURES = [
     ),
     ("too many inputs", induction([f"[{i}]" for i in range(33)]), FormatError.TOO_MANY_INPUTS),
     ("no input blocks", induction([]), FormatError.NO_INPUT_BLOCK),
-    ("one blank input", induction([*TEN, " "]), FormatError.EMPTY_ANSWER),
+    ("one blank input", induction([*TEN[:9], " "]), FormatError.EMPTY_ANSWER),
     ("no message", induction(TEN, message=None), FormatError.MISSING_MESSAGE),
     ("blank message", induction(TEN, message="  "), FormatError.MISSING_MESSAGE),
-    (
-        "message gives the code",
-        induction(TEN, message="def f(xs): return sorted(xs)[::-1]"),
-        FormatError.MESSAGE_REVEALS_PROGRAM,
-    ),
-    (
-        "message with a lambda",
-        induction(TEN, message="key = lambda x: -x"),
-        FormatError.MESSAGE_REVEALS_PROGRAM,
-    ),
-    (
-        "placeholder message",
-        induction(TEN, message="<a short description of what f does, without code>"),
-        FormatError.PLACEHOLDER,
-    ),
     ("giant message", induction(TEN, message="sorts " * 1_000), FormatError.TOO_LONG),
 ]
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Write f(xs) so that f([1, 3, 2]) == [3, 2, 1].", "key = lambda x: -x; sort descending by it"],
+)
+def test_the_message_may_take_any_form(message: str) -> None:
+    """As in the paper, the message may be a coding question; only a blank one is refused."""
+    task = parse_proposal(induction(TEN, message=message), INDUCTION, CONFIG)
+    assert isinstance(task, Task) and task.message == message
 
 
 @pytest.mark.parametrize(

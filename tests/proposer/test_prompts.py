@@ -12,7 +12,7 @@ from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.roles.completion import BlockKind, fenced, fenced_blocks
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure
-from azr.roles.templates import INPUT_PLACEHOLDER, MESSAGE_PLACEHOLDER, PROGRAM_PLACEHOLDER
+from azr.roles.templates import EXAMPLE_INPUT, EXAMPLE_INPUT_2, EXAMPLE_MESSAGE, EXAMPLE_PROGRAM
 from tests.roles.snapshots import check_golden
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -56,32 +56,41 @@ def test_a_reference_with_fences_and_tags_cannot_break_the_prompt() -> None:
         ZERO_SEED.program,
         SORTER.program,
         FENCY.program,
-        "<a program defining f>",
+        EXAMPLE_PROGRAM,
     ]
 
 
 def test_induction_prompt_shows_the_program_and_the_input_count() -> None:
     body = proposer_prompt(request(TaskType.INDUCTION), CONFIG).body
     assert SORTER.program in body
-    assert "between 10 and 32" in body
+    assert "exactly 10 different inputs" in body and "5 of your inputs" in body
     assert "```input" in body and "```message" in body
     assert SORTER.inputs[0] not in body  # only the program is given
+    ranged = proposer_prompt(
+        request(TaskType.INDUCTION), CONFIG.model_copy(update={"max_induction_inputs": 12})
+    )
+    assert "between 10 and 12 different inputs" in ranged.body
+
+
+def test_prompts_state_the_difficulty_and_the_enforced_time_limit() -> None:
+    body = proposer_prompt(request(TaskType.DEDUCTION), CONFIG.model_copy(update={"program_timeout_s": 2.0}))
+    assert "within 2 seconds" in body.body and "multi-step reasoning" in body.body
 
 
 @pytest.mark.parametrize("task_type", list(TaskType))
 def test_answering_in_the_prompts_format_round_trips(task_type: TaskType) -> None:
     prompt = proposer_prompt(request(task_type), CONFIG)
     program = "def f(n):\n    return sum(range(n))"
-    inputs = [str(n) for n in range(12)]
-    # Fill the prompt's own answer-format example: replace each placeholder with real content.
+    inputs = [str(n) for n in range(10)]
+    # Fill the prompt's own answer-format example: replace each example with real content.
     example = prompt.body.split("### Answer format\n", 1)[1].split("\n", 1)[1]
     if task_type is TaskType.INDUCTION:
-        one = fenced(BlockKind.INPUT, INPUT_PLACEHOLDER)
+        shown = f"{fenced(BlockKind.INPUT, EXAMPLE_INPUT)}\n{fenced(BlockKind.INPUT, EXAMPLE_INPUT_2)}\n"
         several = "".join(fenced(BlockKind.INPUT, i) + "\n" for i in inputs)
-        example = example.replace(f"{one}\n{one}\n(one block per input)\n", several)
-        example = example.replace(MESSAGE_PLACEHOLDER, "Adds up a range.")
+        example = example.replace(f"{shown}(and so on, one block per input)\n", several)
+        example = example.replace(EXAMPLE_MESSAGE, "Adds up a range.")
     else:
-        example = example.replace(PROGRAM_PLACEHOLDER, program).replace(INPUT_PLACEHOLDER, "5")
+        example = example.replace(EXAMPLE_PROGRAM, program).replace(EXAMPLE_INPUT, "5")
     completion = f"Let me think.\n</think>\n<answer>\n{example}\n</answer>"
     task = parse_proposal(completion, request(task_type), CONFIG)
     assert isinstance(task, Task), task
@@ -99,6 +108,14 @@ def test_answering_in_the_prompts_format_round_trips(task_type: TaskType) -> Non
 def test_golden_base_prompt(task_type: TaskType) -> None:
     check_golden(
         GOLDEN / f"{task_type.value}.base.txt", proposer_prompt(request(task_type), CONFIG).as_base()
+    )
+
+
+def test_golden_paper_chat_prompt() -> None:
+    config = CONFIG.model_copy(update={"template": "paper"})
+    messages = proposer_prompt(request(TaskType.INDUCTION), config).as_chat()
+    check_golden(
+        GOLDEN / "induction.paper.txt", "\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
     )
 
 

@@ -29,6 +29,7 @@ def rollouts(*outcomes: SolveOutcome, temperature: float = 1.0) -> LearnabilityR
     ids=["rate 0", "rate 1/8", "rate 1/2", "rate 7/8", "rate 1"],
 )
 def test_learnability_by_hand(solved: int, reward: float) -> None:
+    """Rate 0 or 1 gives 0, as the paper says (the reference code pays -0.5 there)."""
     outcomes = rollouts(*[S] * solved, *[U] * (8 - solved))
     result = proposer_reward(PROPOSAL, VALID, outcomes, CONFIG)
     assert isinstance(result, Reward)
@@ -56,35 +57,43 @@ def test_every_rollout_must_be_reported() -> None:
 
 def test_unjudged_rollouts_are_left_out_of_the_rate() -> None:
     assert solve_rate([S, U, X, X, X, X, X, X]) == 0.5
-    result = proposer_reward(PROPOSAL, VALID, rollouts(S, U, X, X, X, X, X, X), CONFIG)
+    result = proposer_reward(PROPOSAL, VALID, rollouts(S, U, U, S, S, X, X, X), CONFIG)
     assert isinstance(result, Reward)
-    assert (result.value, result.parts["rollouts_judged"]) == (0.5, 2.0)
+    assert (result.value, result.parts["rollouts_judged"]) == (0.4, 5.0)
 
 
-def test_no_judged_rollout_gives_no_reward() -> None:
-    assert solve_rate([X] * 8) is None
-    result = proposer_reward(PROPOSAL, VALID, rollouts(*[X] * 8), CONFIG)
-    assert isinstance(result, NoReward)
-    assert result.error.code is ErrorCode.INFRA_ERROR
+@pytest.mark.parametrize(("judged", "rewarded"), [(0, False), (1, False), (3, False), (4, True), (8, True)])
+def test_half_of_the_rollouts_must_be_judged(judged: int, rewarded: bool) -> None:
+    outcomes = rollouts(*[S, U] * (judged // 2), *[S] * (judged % 2), *[X] * (8 - judged))
+    result = proposer_reward(PROPOSAL, VALID, outcomes, CONFIG)
+    assert isinstance(result, Reward) is rewarded
+    if isinstance(result, NoReward):
+        assert result.error.code is ErrorCode.INFRA_ERROR
+        assert result.details == {"rollouts_judged": float(judged)}
 
 
+def test_the_judged_fraction_is_configurable() -> None:
+    outcomes = rollouts(S, U, X, X, X, X, X, X)
+    assert isinstance(
+        proposer_reward(PROPOSAL, VALID, outcomes, RolesConfig(min_judged_fraction=0.25)), Reward
+    )
+    assert isinstance(proposer_reward(PROPOSAL, VALID, outcomes, CONFIG), NoReward)
+
+
+def rejected(code: ErrorCode) -> Validation:
+    return Validation(None, ExecError(code, "rejected"))
+
+
+# Every (format, executor verdict) pair of a proposal: (id, parsed, validation, value, cause). Valid
+# proposals are rewarded by learnability (above); -0.5 never occurs for a proposal.
 SHAPED = [
     ("broken format", FormatFailure(FormatError.NO_CODE_BLOCK, "x"), None, -1.0, FormatError.NO_CODE_BLOCK),
-    (
-        "rejected by the gate",
-        PROPOSAL,
-        Validation(None, ExecError(ErrorCode.FORBIDDEN, "import of 'os' is not allowed")),
-        -0.5,
-        ErrorCode.FORBIDDEN,
-    ),
-    (
-        "nondeterministic",
-        PROPOSAL,
-        Validation(None, ExecError(ErrorCode.NONDETERMINISTIC, "set order")),
-        -0.5,
-        ErrorCode.NONDETERMINISTIC,
-    ),
-    ("times out", PROPOSAL, Validation(None, ExecError(ErrorCode.TIMEOUT, "5 s")), -0.5, ErrorCode.TIMEOUT),
+    ("truncated", FormatFailure(FormatError.TRUNCATED, "x"), None, -1.0, FormatError.TRUNCATED),
+    *[
+        (f"well formatted, rejected: {code.value}", PROPOSAL, rejected(code), -1.0, code)
+        for code in ErrorCode
+        if code is not ErrorCode.INFRA_ERROR
+    ],
     (
         "induction task below the input minimum (not from the parser)",
         Task(TaskType.INDUCTION, "def f(x):\n    return x", ("1", "2", "3"), message="identity"),
@@ -110,7 +119,8 @@ def test_shaped_proposer_reward(
 ) -> None:
     result = proposer_reward(parsed, validation, None, CONFIG)
     assert isinstance(result, Reward)
-    assert (result.value, result.cause) == (value, cause)
+    assert (result.value, result.grade, result.cause) == (value, Grade.BROKEN, cause)
+    assert result.parts[f"cause/{cause}"] == 1.0
 
 
 def test_infra_error_in_validation_gives_no_reward() -> None:

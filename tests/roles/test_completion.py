@@ -116,6 +116,64 @@ PARSED = [
         True,
     ),
     (
+        "a stray fence in the reasoning does not hide the answer",
+        "<think>\nMaybe I format it as ```python or\n```\nnot sure\n</think>\n<answer>\n```output\n4\n```\n"
+        "</answer>",
+        [(OUT, "4")],
+        "",
+        True,
+    ),
+    (
+        "an unclosed fence in the reasoning does not hide the answer",
+        "<think>\n```python\ndef f(x):\n    return x + 1\n</think>\n<answer>\n```output\n4\n```\n</answer>",
+        [(OUT, "4")],
+        "",
+        True,
+    ),
+    (
+        "a reasoning line starting with User: is reasoning",
+        "<think>\nUser: asked for f(3).\nAssistant: should add one.\n</think>\n<answer>\n```output\n4\n```\n"
+        "</answer>",
+        [(OUT, "4")],
+        "",
+        True,
+    ),
+    (
+        "a closing fence at the end of a content line",
+        "</think>\n<answer>\n```output\n4```\n</answer>",
+        [(OUT, "4")],
+        "",
+        True,
+    ),
+    (
+        "a closing fence at the end of a code line, then the closing tag",
+        "</think>\n<answer>\n```python\ndef f(x):\n    return x```</answer>",
+        [(PY, "def f(x):\n    return x")],
+        "",
+        True,
+    ),
+    (
+        "code on the fence's opening line is the block's first line",
+        "</think>\n<answer>\n```python def f(x):\n    return x\n```\n```input 'a'\n```\n</answer>",
+        [(PY, "def f(x):\n    return x"), (INP, "'a'")],
+        "",
+        True,
+    ),
+    (
+        "a block on one line",
+        "</think><answer>```output [1, 2]```</answer>",
+        [(OUT, "[1, 2]")],
+        "",
+        True,
+    ),
+    (
+        "a second <answer> inside an unclosed one starts over",
+        "</think><answer>\n```output\n1\n```\nno wait <answer>\n```output\n2\n```\n</answer>",
+        [(OUT, "2")],
+        "",
+        True,
+    ),
+    (
         "unknown and missing languages keep their kind",
         "</think><answer>\n```json\n[1]\n```\n```\n[2]\n```\n</answer>",
         [(OTHER, "[1]"), (PLAIN, "[2]")],
@@ -152,7 +210,11 @@ FAILED = [
     ),
     ("blank answer", "<think>hm</think><answer>  \n </answer>", FormatError.EMPTY_ANSWER),
     ("unterminated fence", "</think><answer>\n```python\ndef f(x):\n    return", FormatError.TRUNCATED),
-    ("unterminated fence in the reasoning", "<think>\n```python\ndef f(x):\n", FormatError.TRUNCATED),
+    (
+        "only an unterminated fence in the reasoning",
+        "<think>\n```python\ndef f(x):\n",
+        FormatError.MISSING_ANSWER,
+    ),
     (
         "a closing fence with trailing text is not a close (CommonMark)",
         "</think><answer>\n```output\n4\n``` that is all\n</answer>",
@@ -179,6 +241,39 @@ def test_length_stop_inside_an_open_answer_is_truncation() -> None:
         "</think><answer>12</answer> and then rambling", max_chars=CAP, stopped_by_length=True
     )
     assert isinstance(closed, AnswerSection)
+
+
+def test_length_stop_before_any_answer_is_truncation() -> None:
+    failure = extract_answer("<think>\nlet me see, f(3) is", max_chars=CAP, stopped_by_length=True)
+    assert isinstance(failure, FormatFailure)
+    assert failure.error is FormatError.TRUNCATED
+
+
+def test_no_completion_is_a_missing_answer() -> None:
+    failure = extract_answer(None, max_chars=CAP)
+    assert isinstance(failure, FormatFailure)
+    assert failure.error is FormatError.MISSING_ANSWER
+
+
+STRICT = [
+    ("opening tag given", "<think>\nf adds one\n</think>\n<answer>\n```output\n4\n```\n</answer>", None),
+    ("opening tag from the prompt", "f adds one\n</think> <answer>4</answer>\ntrailing text", None),
+    ("no </think>", "<answer>4</answer>", FormatError.LAYOUT),
+    ("prose between the reasoning and the answer", "hm</think>\nSo:\n<answer>4</answer>", FormatError.LAYOUT),
+    ("answer not closed", "hm</think><answer>\n```output\n4\n```\n", FormatError.LAYOUT),
+]
+
+
+@pytest.mark.parametrize(("completion", "error"), [c[1:] for c in STRICT], ids=[c[0] for c in STRICT])
+def test_strict_layout(completion: str, error: FormatError | None) -> None:
+    """Strict mode is the reference code's ``<think>.*?</think>\\s*<answer>.*?</answer>`` check; the
+    lenient default reads every one of these."""
+    assert isinstance(extract_answer(completion, max_chars=CAP), AnswerSection)
+    result = extract_answer(completion, max_chars=CAP, strict=True)
+    if error is None:
+        assert isinstance(result, AnswerSection)
+    else:
+        assert isinstance(result, FormatFailure) and result.error is error
 
 
 def test_the_size_cap_is_checked_before_scanning() -> None:

@@ -12,7 +12,12 @@ from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure
 from azr.solver.parsing import Answer, parse_answer
 
-CONFIG = RolesConfig(min_induction_inputs=2)
+CONFIGS = [
+    RolesConfig(min_induction_inputs=2, max_induction_inputs=32, induction_inputs_shown=1),
+    RolesConfig(
+        min_induction_inputs=2, max_induction_inputs=32, induction_inputs_shown=1, strict_format=True
+    ),
+]
 PIECES = [
     "<think>",
     "</think>",
@@ -33,7 +38,8 @@ PIECES = [
     "def f(x):\n    return x",
     "[1, 2], 3",
     "{'b': 1, 'a': 2}",
-    "<a program defining f>",
+    "4```",
+    "```output 4",
     "é\x00",
 ]
 TEXT = st.lists(st.sampled_from(PIECES), max_size=12).map("".join)
@@ -49,20 +55,22 @@ SHAPED = st.builds(
     st.lists(BLOCK, max_size=14).map("".join),
     st.sampled_from(["</answer>", "", "</answer>\nUser: more", "```"]),
 )
-COMPLETIONS = st.one_of(st.lists(st.sampled_from(PIECES), max_size=40).map("".join), SHAPED)
+COMPLETIONS = st.one_of(st.lists(st.sampled_from(PIECES), max_size=40).map("".join), SHAPED, st.none())
 REQUESTS = [ProposalRequest(t, (ZERO_SEED,)) for t in TaskType]
 
 
 @settings(max_examples=300)
-@given(COMPLETIONS, st.booleans())
-def test_parsers_always_return_a_result(completion: str, stopped_by_length: bool) -> None:
+@given(COMPLETIONS, st.booleans(), st.sampled_from(CONFIGS))
+def test_parsers_always_return_a_result(
+    completion: str | None, stopped_by_length: bool, config: RolesConfig
+) -> None:
     for request in REQUESTS:
-        proposal = parse_proposal(completion, request, CONFIG, stopped_by_length=stopped_by_length)
+        proposal = parse_proposal(completion, request, config, stopped_by_length=stopped_by_length)
         assert isinstance(proposal, Task | FormatFailure)
         if isinstance(proposal, Task):
             assert proposal.type is request.type and proposal.inputs and not proposal.outputs
     for task_type in TaskType:
-        answer = parse_answer(completion, task_type, CONFIG, stopped_by_length=stopped_by_length)
+        answer = parse_answer(completion, task_type, config, stopped_by_length=stopped_by_length)
         assert isinstance(answer, Answer | FormatFailure)
         if isinstance(answer, Answer):
             assert answer.text.strip()

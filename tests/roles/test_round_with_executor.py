@@ -12,6 +12,7 @@ from azr.executor.errors import ErrorCode
 from azr.executor.pool import SyncExecutorPool
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
+from azr.proposer.references import INDUCTION_ZERO_SEED
 from azr.proposer.rewards import LearnabilityRollouts, proposer_reward
 from azr.roles.config import RolesConfig
 from azr.roles.outcomes import SolveOutcome
@@ -73,9 +74,9 @@ def test_deduction_round(executor: SyncExecutorPool) -> None:
         (think("```output\n11\n```"), 1.0),
         (think("```output\n11\n```"), 1.0),
         (think("```output\n11\n```"), 1.0),
-        (think("```output\n10\n```"), 0.0),
-        (think("```output\n6\n```"), 0.0),
-        (think("```output\n'11'\n```"), 0.0),  # a string is not an int
+        (think("```output\n10\n```"), -0.5),
+        (think("```output\n6\n```"), -0.5),
+        (think("```output\n'11'\n```"), -0.5),  # a string is not an int
         (think("```output\neleven\n```"), -0.5),  # well formed, not a literal
         ("I think it is 11.", -1.0),  # no answer tags
     ]
@@ -102,12 +103,13 @@ def test_abduction_round(executor: SyncExecutorPool) -> None:
     )
     assert isinstance(rejected, Task)
     reward = proposer_reward(rejected, executor.validate(rejected), None, CONFIG)
-    assert isinstance(reward, Reward) and (reward.value, reward.cause) == (-0.5, ErrorCode.FORBIDDEN)
+    # Only a valid triplet is well formatted: a rejected proposal costs as much as a broken one.
+    assert isinstance(reward, Reward) and (reward.value, reward.cause) == (-1.0, ErrorCode.FORBIDDEN)
 
     task = propose(executor, request, think(f"```python\n{WEIGHTED_SUM}\n```\n```input\n[3, 1, 2]\n```"))
     assert solve(executor, task, think("```input\n[11]\n```"))[0] == 1.0  # any input with the output is right
     assert solve(executor, task, think("```input\n[1, 5]\n```"))[0] == 1.0
-    assert solve(executor, task, think("```input\n[2]\n```"))[0] == 0.0
+    assert solve(executor, task, think("```input\n[2]\n```"))[0] == -0.5
     # Reference defect 2: an answer pasted into code as `f([9]) or True or (0)` would score 1.
     assert solve(executor, task, think("```input\n[9]) or True or (0\n```"))[0] == -0.5
 
@@ -138,7 +140,14 @@ def test_induction_round(executor: SyncExecutorPool) -> None:
     right = "def f(xs):\n    return sum((i + 1) * x for i, x in enumerate(xs))"
     assert solve(executor, task, think(f"```python\n{right}\n```"))[0] == 1.0
     memorised = "def f(xs):\n    return {(): 0, (1,): 1, (2,): 2, (1, 1): 3, (0, 5): 10}.get(tuple(xs), 0)"
-    assert solve(executor, task, think(f"```py\n{memorised}\n```"))[0] == 0.0
+    assert solve(executor, task, think(f"```py\n{memorised}\n```"))[0] == -0.5
     # Reference defect 9: programs written by the induction solver go through the gate too.
     escape = "import os\ndef f(xs):\n    return os.system('true')"
     assert solve(executor, task, think(f"```python\n{escape}\n```"))[0] == -0.5
+
+
+def test_induction_zero_seed_is_valid_with_its_stored_outputs(executor: SyncExecutorPool) -> None:
+    validation = executor.validate(INDUCTION_ZERO_SEED)
+    assert validation.outputs == INDUCTION_ZERO_SEED.outputs, validation.error
+    right = "def f(x):\n    return x"
+    assert solve(executor, INDUCTION_ZERO_SEED, think(f"```python\n{right}\n```"))[0] == 1.0

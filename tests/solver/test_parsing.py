@@ -77,12 +77,6 @@ FAILURES = [
     ("deduction answered in a python block", D, answer("```python\n4\n```"), FormatError.NO_OUTPUT_BLOCK),
     ("abduction answered with an output block", A, answer("```output\n4\n```"), FormatError.NO_INPUT_BLOCK),
     ("induction answered in a json block", IND, answer("```json\n{}\n```"), FormatError.NO_CODE_BLOCK),
-    (
-        "placeholder echoed",
-        D,
-        answer("```output\n<the value f returns, as a Python literal>\n```"),
-        FormatError.PLACEHOLDER,
-    ),
     ("cut off in a block", IND, f"{THINK}<answer>\n```python\ndef f(x):\n", FormatError.TRUNCATED),
     ("giant output", D, answer("```output\n" + "1" * 70_000 + "\n```"), FormatError.TOO_LONG),
     ("giant abduction input", A, answer("```input\n" + "1" * 5_000 + "\n```"), FormatError.TOO_LONG),

@@ -8,7 +8,7 @@ import pytest
 
 from azr.core.task import Task, TaskType
 from azr.roles.config import RolesConfig
-from azr.roles.templates import INPUT_PLACEHOLDER, OUTPUT_PLACEHOLDER, PROGRAM_PLACEHOLDER
+from azr.roles.templates import EXAMPLE_INPUT, EXAMPLE_OUTPUT, EXAMPLE_PROGRAM
 from azr.solver.parsing import Answer, parse_answer
 from azr.solver.prompts import solver_prompt
 from tests.roles.snapshots import check_golden
@@ -43,7 +43,7 @@ def test_abduction_shows_program_and_output_not_input() -> None:
 def test_induction_shows_message_and_visible_pairs_only() -> None:
     body = solver_prompt(INDUCTION, CONFIG).body
     visible, held_out = INDUCTION.induction_split()
-    assert INDUCTION.message in body
+    assert f"```message\n{INDUCTION.message}\n```" in body
     for i in visible:
         assert f"```input\n{INDUCTION.inputs[i]}\n```\n```output\n{INDUCTION.outputs[i]}\n```" in body
     for i in held_out:
@@ -59,15 +59,34 @@ ANSWERS = {TaskType.DEDUCTION: "[10, 30]", TaskType.ABDUCTION: "[5], 2", TaskTyp
 def test_answering_in_the_prompts_format_round_trips(task_type: TaskType) -> None:
     body = solver_prompt(TASKS[task_type], CONFIG).body
     example = body.split("### Answer format\n", 1)[1].split("\n", 1)[1]
-    for placeholder in (OUTPUT_PLACEHOLDER, INPUT_PLACEHOLDER, PROGRAM_PLACEHOLDER):
-        example = example.replace(placeholder, ANSWERS[task_type])
+    for shown in (EXAMPLE_INPUT, EXAMPLE_OUTPUT, EXAMPLE_PROGRAM):  # the input holds the output
+        example = example.replace(shown, ANSWERS[task_type])
     completion = f"Let me trace it.\n</think>\n<answer>\n{example}\n</answer>"
     assert parse_answer(completion, task_type, CONFIG) == Answer(ANSWERS[task_type])
+
+
+def test_induction_shows_at_most_the_configured_pairs() -> None:
+    ten = Task(
+        TaskType.INDUCTION,
+        PROGRAM,
+        tuple(f"[{i}], 1" for i in range(10)),
+        tuple(f"[{i}]" if i % 2 else "[]" for i in range(10)),
+        message="Keeps the odd numbers.",
+    )
+    five = solver_prompt(ten, CONFIG).body
+    assert five.count("```input") == 5 and "Example 5:" in five
+    three = solver_prompt(ten, RolesConfig(induction_inputs_shown=3)).body
+    assert three.count("```input") == 3 and "[3], 1" not in three
 
 
 @pytest.mark.parametrize("task_type", list(TaskType))
 def test_golden_base_prompt(task_type: TaskType) -> None:
     check_golden(GOLDEN / f"{task_type.value}.base.txt", solver_prompt(TASKS[task_type], CONFIG).as_base())
+
+
+def test_golden_paper_prompt() -> None:
+    prompt = solver_prompt(DEDUCTION, CONFIG.model_copy(update={"template": "paper"}))
+    check_golden(GOLDEN / "deduction.paper.txt", prompt.as_base())
 
 
 @pytest.mark.parametrize(

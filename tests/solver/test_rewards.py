@@ -22,30 +22,38 @@ FORBIDDEN_PROGRAM = Judgement.wrong(ExecError(ErrorCode.FORBIDDEN, "import of 'o
 INFRA = Judgement.invalid(ExecError(ErrorCode.INFRA_ERROR, "worker died"))
 TASK_INVALID = Judgement.invalid(ExecError(ErrorCode.TIMEOUT, "the task's program timed out"))
 
-# (id, (parsed, judgement), (value, grade, cause), outcome for learnability)
+TIMES_OUT = Judgement.wrong(ExecError(ErrorCode.TIMEOUT, "the answer program ran 5 s"))
+
+# Every (format, verdict) pair: (id, (parsed, judgement), (value, grade, cause), outcome for learnability).
 SHAPED = [
-    ("correct", (ANSWER, CORRECT), (1.0, Grade.PASSABLE, None), SolveOutcome.SOLVED),
-    ("well-formed wrong answer", (ANSWER, WRONG), (0.0, Grade.PASSABLE, None), SolveOutcome.UNSOLVED),
+    ("well formatted, correct", (ANSWER, CORRECT), (1.0, Grade.PASSABLE, None), SolveOutcome.SOLVED),
+    ("well formatted, wrong", (ANSWER, WRONG), (-0.5, Grade.WRONG, None), SolveOutcome.UNSOLVED),
     (
-        "not a literal",
+        "well formatted, not a literal",
         (ANSWER, NOT_A_LITERAL),
-        (-0.5, Grade.INVALID, ErrorCode.BAD_ANSWER),
+        (-0.5, Grade.WRONG, ErrorCode.BAD_ANSWER),
         SolveOutcome.UNSOLVED,
     ),
     (
-        "input makes f raise",
+        "well formatted, input makes f raise",
         (ANSWER, RAISES),
-        (-0.5, Grade.INVALID, ErrorCode.RUNTIME_ERROR),
+        (-0.5, Grade.WRONG, ErrorCode.RUNTIME_ERROR),
         SolveOutcome.UNSOLVED,
     ),
     (
-        "forbidden program",
+        "well formatted, forbidden program",
         (ANSWER, FORBIDDEN_PROGRAM),
-        (-0.5, Grade.INVALID, ErrorCode.FORBIDDEN),
+        (-0.5, Grade.WRONG, ErrorCode.FORBIDDEN),
         SolveOutcome.UNSOLVED,
     ),
     (
-        "broken format",
+        "well formatted, program times out",
+        (ANSWER, TIMES_OUT),
+        (-0.5, Grade.WRONG, ErrorCode.TIMEOUT),
+        SolveOutcome.UNSOLVED,
+    ),
+    (
+        "broken format, not judged",
         (BROKEN, None),
         (-1.0, Grade.BROKEN, FormatError.NO_OUTPUT_BLOCK),
         SolveOutcome.UNSOLVED,
@@ -64,6 +72,7 @@ def test_solver_reward(
     reward = solver_reward(*response)
     assert isinstance(reward, Reward)
     assert (reward.value, reward.grade, reward.cause) == expected
+    assert reward.value in {1.0, -0.5, -1.0}
     assert solve_outcome(*response) is outcome
 
 
