@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.gzip import GZipMiddleware
-from starlette.routing import Match
 
 from azr.executor.api import Executor
 from azr.services.api import problems
@@ -94,8 +93,5 @@ async def _observe(request: Request, call_next: Callable[[Request], Awaitable[Re
 
 
 def _route_of(request: Request) -> str:
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is Match.FULL:
-            return str(getattr(route, "path", "other"))
-    return "unmatched"
+    """The template of the route that answered (set in the scope by the router), or ``unmatched``."""
+    return str(getattr(request.scope.get("route"), "path", "unmatched"))

@@ -41,6 +41,9 @@ class ApiSettings(BaseSettings):
     executor_allow_unisolated: bool = Field(
         default=False, description="Let the pool's local backend run with weaker isolation (development)."
     )
+    executor_timeout_s: float = Field(
+        default=5.0, gt=0, le=60, description="Wall-clock limit of one call of a seed's f in the pool, in s."
+    )
     executor_url: str = Field(
         default="http://127.0.0.1:8100", description="Base URL of the executor service (executor='service')."
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -129,11 +130,14 @@ async def started_executor(settings: ApiSettings) -> AsyncIterator[tuple[Executo
 
             yield client, service_ready
         return
+    from azr.executor.limits import SandboxLimits
     from azr.executor.pool import ExecutorPool
 
+    timeout_s = settings.executor_timeout_s
     pool = ExecutorPool.create(
         settings.executor_backend,
         workers=settings.executor_workers,
+        limits=SandboxLimits(timeout_s=timeout_s, cpu_time_s=max(1, math.ceil(timeout_s))),
         allow_unisolated=settings.executor_allow_unisolated,
     )
     async with pool:
