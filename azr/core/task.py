@@ -114,3 +114,32 @@ ZERO_SEED = Task(
     origin=Origin.ZERO_SEED,
 )
 """The zero seed triplet of the paper: the identity function on "Hello world"."""
+
+_IDENTITY_IO = (
+    ('"Hello world"', "'Hello world'"),
+    ("0", "0"),
+    ("-7", "-7"),
+    ("3.5", "3.5"),
+    ('""', "''"),
+    ("[1, 2, 3]", "[1, 2, 3]"),
+    ('(1, "a")', "(1, 'a')"),
+    ('{"a": 1}', "{'a': 1}"),
+    ("True", "True"),
+    ("None", "None"),
+)
+"""Ten (input, canonical output) pairs of the identity: the induction zero seed's IO pairs."""
+
+
+def zero_seed(task_type: TaskType) -> Task:
+    """The zero seed as a task of ``task_type``: every buffer starts from it, so all six (role, type)
+    groups exist from the first step. Induction needs several IO pairs and a message: the identity program
+    on ten inputs of different types."""
+    if task_type is not TaskType.INDUCTION:
+        return replace(ZERO_SEED, type=task_type)
+    return replace(
+        ZERO_SEED,
+        type=TaskType.INDUCTION,
+        inputs=tuple(i for i, _ in _IDENTITY_IO),
+        outputs=tuple(o for _, o in _IDENTITY_IO),
+        message="f returns its argument unchanged.",
+    )

@@ -11,33 +11,10 @@ import dataclasses
 import random
 from collections.abc import Callable, Sequence
 
-from azr.core.task import Origin, Task, TaskType
+from azr.core.task import Task
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
-
-_IDENTITY_INPUTS = (
-    "'Hello world'",
-    "''",
-    "0",
-    "-7",
-    "3.5",
-    "True",
-    "None",
-    "[1, 2, 3]",
-    "(4, 'a')",
-    "{'k': [0]}",
-)
-INDUCTION_ZERO_SEED = Task(
-    type=TaskType.INDUCTION,
-    program="def f(x):\n    return x",
-    inputs=_IDENTITY_INPUTS,
-    outputs=_IDENTITY_INPUTS,  # canonical literals: the identity returns each one as written
-    message="Returns its argument unchanged.",
-    origin=Origin.ZERO_SEED,
-)
-"""The zero seed of the induction buffer: the paper's identity program on ten inputs, so that the
-induction groups exist from the first step (induction needs several IO pairs; one triplet cannot be one)."""
 
 
 def reference_chars(task: Task) -> int:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import random
 
-from azr.core.task import ZERO_SEED, Origin, Task, TaskType
+from azr.core.task import ZERO_SEED, Origin, Task, TaskType, zero_seed
 from azr.proposer.parsing import induction_failure
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.references import (
-    INDUCTION_ZERO_SEED,
     choose_induction_source,
     choose_references,
     fit_references,
@@ -77,7 +76,7 @@ def test_an_induction_request_fits_whole_or_not_at_all() -> None:
 
 
 def test_the_induction_zero_seed_is_the_identity_on_ten_distinct_inputs() -> None:
-    seed = INDUCTION_ZERO_SEED
+    seed = zero_seed(TaskType.INDUCTION)
     assert (seed.type, seed.origin, seed.program) == (TaskType.INDUCTION, Origin.ZERO_SEED, ZERO_SEED.program)
     assert len(set(seed.inputs)) == RolesConfig().min_induction_inputs
     assert induction_failure(seed.inputs, seed.message, RolesConfig()) is None

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from azr.core.task import ZERO_SEED, Task, TaskType
+from azr.core.task import ZERO_SEED, Task, TaskType, zero_seed
 from azr.executor.errors import ErrorCode
 from azr.executor.pool import SyncExecutorPool
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
-from azr.proposer.references import INDUCTION_ZERO_SEED
 from azr.proposer.rewards import LearnabilityRollouts, proposer_reward
 from azr.roles.config import RolesConfig
 from azr.roles.outcomes import SolveOutcome
@@ -147,7 +146,7 @@ def test_induction_round(executor: SyncExecutorPool) -> None:
 
 
 def test_induction_zero_seed_is_valid_with_its_stored_outputs(executor: SyncExecutorPool) -> None:
-    validation = executor.validate(INDUCTION_ZERO_SEED)
-    assert validation.outputs == INDUCTION_ZERO_SEED.outputs, validation.error
+    validation = executor.validate(zero_seed(TaskType.INDUCTION))
+    assert validation.outputs == zero_seed(TaskType.INDUCTION).outputs, validation.error
     right = "def f(x):\n    return x"
-    assert solve(executor, INDUCTION_ZERO_SEED, think(f"```python\n{right}\n```"))[0] == 1.0
+    assert solve(executor, zero_seed(TaskType.INDUCTION), think(f"```python\n{right}\n```"))[0] == 1.0

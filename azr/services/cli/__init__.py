@@ -25,10 +25,11 @@ def _root(
 
 
 def _register() -> None:
-    from azr.services.cli import api, executor
+    from azr.services.cli import api, executor, selfplay
 
     app.add_typer(executor.app, name="executor")
     app.add_typer(api.app, name="api")
+    app.command(name="selfplay")(selfplay.selfplay)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import redis
 
-from azr.core.task import ZERO_SEED, Origin, Task, TaskType
+from azr.core.task import Origin, Task, TaskType, zero_seed
 from azr.services.config import BufferConfig
 from azr.services.store.keys import Keys
 
@@ -175,11 +175,8 @@ class SolverBatch:
 
 
 def zero_seed_for(task_type: TaskType) -> Task | None:
-    """The zero seed triplet as a task of this type; induction has none (it needs several IO pairs and
-    its proposer draws programs from the deduction and abduction buffers)."""
-    if task_type is TaskType.INDUCTION:
-        return None
-    return replace(ZERO_SEED, type=task_type)
+    """The zero seed as a task of this type (induction: the identity on ten inputs, ``azr.core.task``)."""
+    return zero_seed(task_type)
 
 
 class TaskBuffer:

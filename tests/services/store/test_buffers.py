@@ -151,7 +151,7 @@ def test_origin_counts_follow_the_tasks_present(client: redis.Redis, keys: Keys)
 
 def test_zero_seed_is_written_once_per_run(client: redis.Redis, keys: Keys) -> None:
     buffers = TaskBuffers(client, keys, BufferConfig(capacity=2))
-    assert buffers.ensure_zero_seed() == {DED: True, TaskType.ABDUCTION: True, TaskType.INDUCTION: False}
+    assert buffers.ensure_zero_seed() == dict.fromkeys(TaskType, True)
     seed = buffers[DED].newest(1)[0]
     assert (seed.program, seed.inputs, seed.outputs, seed.origin) == (
         ZERO_SEED.program,
@@ -160,10 +160,12 @@ def test_zero_seed_is_written_once_per_run(client: redis.Redis, keys: Keys) -> N
         Origin.ZERO_SEED,
     )
     assert buffers[TaskType.ABDUCTION].newest(1)[0].type is TaskType.ABDUCTION
+    induction = buffers[TaskType.INDUCTION].newest(1)[0]
+    assert len(induction.inputs) == len(induction.outputs) == 10, "induction starts from ten IO pairs"
     buffers[DED].add_many([task(1), task(2)])  # the seed is evicted
     restarted = TaskBuffers(client, keys, BufferConfig(capacity=2))
     assert restarted.ensure_zero_seed() == dict.fromkeys(TaskType, False)
-    assert restarted.sizes() == {DED: 2, TaskType.ABDUCTION: 1, TaskType.INDUCTION: 0}
+    assert restarted.sizes() == {DED: 2, TaskType.ABDUCTION: 1, TaskType.INDUCTION: 1}
 
 
 def test_a_new_client_sees_the_same_buffer(

@@ -1,0 +1,57 @@
+"""Configuration of the self-play loop: batch sizes, the seeding stage and the schedule."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PromptFormat = Literal["chat", "base"]
+
+
+class SelfPlayConfig(BaseModel):
+    """What one step of self-play does. Defaults are the AZR paper's (Table 3) where it states them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_size: int = Field(
+        default=64,
+        ge=1,
+        le=65_536,
+        description="B: proposals per task type and solver tasks per task type in each step (paper: 64); "
+        "a step trains on up to 6 x B experiences, one group per (role, task type).",
+    )
+    seed_factor: int = Field(
+        default=4,
+        ge=0,
+        le=1_000,
+        description="S: the seeding stage proposes tasks until every buffer holds B x S tasks (paper: 4); "
+        "0 skips the seeding stage.",
+    )
+    max_seed_rounds: int = Field(
+        default=16,
+        ge=0,
+        le=100_000,
+        description="Most proposal rounds of the seeding stage; a model that cannot yet write valid tasks "
+        "stops there with what the buffers hold (the zero seed at least).",
+    )
+    steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
+    max_staleness: int = Field(
+        default=1,
+        ge=0,
+        le=1_000,
+        description="Rollouts of step k may use policy version k - max_staleness or newer, so that rolling "
+        "out step k overlaps training step k - 1. 0: synchronous (each step waits for the previous update).",
+    )
+    prompt_format: PromptFormat = Field(
+        default="chat",
+        description='"chat": prompts go through the tokenizer\'s chat template; "base": the plain '
+        "conversation text for base models without one.",
+    )
+    samples_per_step: int = Field(
+        default=2,
+        ge=0,
+        le=1_000,
+        description="Responses per (role, task type) written to samples.jsonl each step, for reading.",
+    )
+    seed: int = Field(default=0, ge=0, description="Seeds reference sampling and buffer draws.")

@@ -1,0 +1,115 @@
+"""Curriculum metrics of one round: what was proposed, what was valid, what was solved, at what cost.
+
+Every key is present every step (zero when nothing happened), so a chart or a ``metrics.jsonl`` reader never
+meets a missing series: per task type ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,
+complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean}``, ``buffer/<type>/size``; one
+``executor/errors/<class>`` per executor error class; ``rewards/dropped`` (responses the executor could not
+judge); ``response/length_mean`` in tokens; ``perf/{generate,execute,store}_s``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+
+from azr.core.task import Task, TaskType
+from azr.executor.errors import ErrorCode
+from azr.roles.errors import FormatFailure
+from azr.roles.shaping import NoReward, Reward
+
+
+def program_complexity(program: str) -> int:
+    """Size of a program as its number of AST nodes (0 when it does not parse)."""
+    try:
+        return sum(1 for _ in ast.walk(ast.parse(program)))
+    except (SyntaxError, ValueError, RecursionError):
+        return 0
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+class RoundMetrics:
+    """Accumulates one round's numbers; ``finish`` returns them as a flat, namespaced dict."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, float] = defaultdict(float)
+        self._values: dict[str, list[float]] = defaultdict(list)
+        self._gauges: dict[str, float] = {}
+
+    def count(self, name: str, by: float = 1.0) -> None:
+        self._counts[name] += by
+
+    def time(self, name: str, start: float) -> None:
+        """Add the seconds since ``start`` (a ``time.perf_counter`` reading) to ``perf/<name>``."""
+        self._counts[f"perf/{name}"] += time.perf_counter() - start
+
+    def executor_error(self, code: ErrorCode) -> None:
+        self._counts[f"executor/errors/{code.value}"] += 1
+
+    def proposal(
+        self,
+        task_type: TaskType,
+        parsed: Task | FormatFailure,
+        valid: Task | None,
+        reward: Reward | NoReward,
+        length: int,
+    ) -> None:
+        prefix = f"propose/{task_type.value}"
+        self._counts[f"{prefix}/count"] += 1
+        self._values["response/length"].append(length)
+        if valid is not None:
+            self._counts[f"{prefix}/valid"] += 1
+            self._values[f"{prefix}/complexity"].append(program_complexity(valid.program))
+        if isinstance(reward, NoReward):
+            self._counts["rewards/dropped"] += 1
+            return
+        self._values[f"{prefix}/reward"].append(reward.value)
+        if valid is not None:
+            self._values[f"{prefix}/learnability"].append(reward.parts.get("role", 0.0))
+
+    def solve(self, task_type: TaskType, reward: Reward | NoReward, length: int) -> None:
+        prefix = f"solve/{task_type.value}"
+        self._counts[f"{prefix}/count"] += 1
+        self._values["response/length"].append(length)
+        if isinstance(reward, NoReward):
+            self._counts["rewards/dropped"] += 1
+            return
+        self._values[f"{prefix}/reward"].append(reward.value)
+        self._counts[f"{prefix}/correct"] += reward.parts.get("role", 0.0) == 1.0
+
+    def buffer_sizes(self, sizes: Mapping[TaskType, int]) -> None:
+        for task_type, size in sizes.items():
+            self._gauges[f"buffer/{task_type.value}/size"] = float(size)
+
+    def finish(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        c, v = self._counts, self._values
+        for t in TaskType:
+            p, s = f"propose/{t.value}", f"solve/{t.value}"
+            proposed, solved = c[f"{p}/count"], c[f"{s}/count"]
+            out |= {
+                f"{p}/count": proposed,
+                f"{p}/valid_rate": c[f"{p}/valid"] / proposed if proposed else 0.0,
+                f"{p}/reward_mean": _mean(v[f"{p}/reward"]),
+                f"{p}/learnability_mean": _mean(v[f"{p}/learnability"]),
+                f"{p}/complexity_mean": _mean(v[f"{p}/complexity"]),
+                f"{s}/count": solved,
+                f"{s}/accuracy": c[f"{s}/correct"] / solved if solved else 0.0,
+                f"{s}/reward_mean": _mean(v[f"{s}/reward"]),
+                f"buffer/{t.value}/size": self._gauges.get(f"buffer/{t.value}/size", 0.0),
+            }
+        out |= {f"executor/errors/{code.value}": c[f"executor/errors/{code.value}"] for code in ErrorCode}
+        out |= {
+            "rewards/dropped": c["rewards/dropped"],
+            "response/length_mean": _mean(v["response/length"]),
+            "perf/generate_s": c["perf/generate_s"],
+            "perf/execute_s": c["perf/execute_s"],
+            "perf/store_s": c["perf/store_s"],
+        }
+        out |= {k: val for k, val in c.items() if k.endswith("/no_prompt")}
+        return out

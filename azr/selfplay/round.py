@@ -1,0 +1,393 @@
+"""One self-play round (AZR Algorithm 1, one iteration), from buffers to experiences.
+
+For every task type t in (deduction, abduction, induction):
+
+1. propose: B proposer prompts, each showing K references drawn from t's buffer (induction: one program
+   from the deduction and abduction buffers), fitted to the prompt budget by dropping references;
+2. validate the parsed proposals in the executor, which computes their gold outputs; valid ones join
+   t's buffer;
+3. learnability: n solver rollouts per valid proposal, at the training temperature, checked by the
+   executor: r_propose = 1 - solve rate when 0 < rate < 1, else 0;
+4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
+5. shape every response's reward and turn it into an experience for the trainer.
+
+The learnability rollouts and the solver answers are sampled in one generate call (both are solver
+prompts). A response the executor could not judge (``infra_error``) gets no reward and no experience; it
+is counted in ``rewards/dropped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from azr.core.experience import Experience
+from azr.core.task import Role, Task, TaskType
+from azr.executor.jobs import Judgement, Validation
+from azr.proposer.parsing import parse_proposal
+from azr.proposer.prompts import ProposalRequest, proposer_prompt
+from azr.proposer.references import choose_induction_source, choose_references, fit_references
+from azr.proposer.rewards import LearnabilityRollouts, proposer_reward
+from azr.roles.config import RolesConfig
+from azr.roles.errors import FormatFailure
+from azr.roles.shaping import NoReward, Reward
+from azr.rollout.sampler import Completion
+from azr.selfplay.config import SelfPlayConfig
+from azr.selfplay.metrics import RoundMetrics
+from azr.selfplay.protocols import Executor, ExperienceSink, Generator, TaskStore
+from azr.selfplay.rendering import PromptRenderer
+from azr.solver.parsing import Answer, parse_answer
+from azr.solver.prompts import solver_prompt
+from azr.solver.rewards import solve_outcome, solver_reward
+
+PROGRAM_TYPES = (TaskType.DEDUCTION, TaskType.ABDUCTION)
+"""Types whose buffers supply the programs of induction proposals."""
+
+
+@dataclass(slots=True)
+class Proposal:
+    """One proposer response and what became of it."""
+
+    request: ProposalRequest
+    prompt_ids: list[int]
+    completion: Completion
+    parsed: Task | FormatFailure
+    validation: Validation | None = None
+    rollouts: list[Completion] = field(default_factory=list)
+    rollout_judgements: list[Judgement | None] = field(default_factory=list)
+    reward: Reward | NoReward | None = None
+
+    @property
+    def valid_task(self) -> Task | None:
+        """The proposed task with its gold outputs, when the executor accepted it."""
+        v = self.validation
+        if isinstance(self.parsed, Task) and v is not None and v.error is None and v.outputs is not None:
+            return self.parsed.with_outputs(tuple(v.outputs))
+        return None
+
+
+@dataclass(slots=True)
+class Solve:
+    """One solver response to a task from the buffer."""
+
+    task: Task
+    prompt_ids: list[int]
+    completion: Completion
+    parsed: Answer | FormatFailure
+    judgement: Judgement | None = None
+    reward: Reward | NoReward | None = None
+
+
+@dataclass(slots=True)
+class RoundResult:
+    experiences: list[Experience]
+    metrics: dict[str, float]
+    samples: list[dict[str, object]]
+    new_tasks: list[Task]
+
+
+class SelfPlayRound:
+    """Runs rounds against an executor, a generator, the task store and an experience sink."""
+
+    def __init__(
+        self,
+        config: SelfPlayConfig,
+        roles: RolesConfig,
+        *,
+        executor: Executor,
+        generator: Generator,
+        store: TaskStore,
+        sink: ExperienceSink,
+        render: PromptRenderer,
+        temperature: float,
+        run_id: str,
+    ) -> None:
+        self.config = config
+        self.roles = roles
+        self.executor = executor
+        self.generator = generator
+        self.store = store
+        self.sink = sink
+        self.render = render
+        self.temperature = temperature
+        self.run_id = run_id
+        self.rng = random.Random(config.seed)
+
+    # -- the round --------------------------------------------------------------------------------------
+
+    async def run(self, step: int, policy_version: int) -> RoundResult:
+        metrics = RoundMetrics()
+        proposals = await self.propose(step, metrics)
+        await self.validate(proposals, metrics)
+        new_tasks = [t for p in proposals if (t := p.valid_task) is not None]
+        start = time.perf_counter()
+        self.store.add(new_tasks)
+        metrics.time("store_s", start)
+        solves = await self._rollouts_and_solves(proposals, metrics)
+        experiences = self._experiences(step, policy_version, proposals, solves, metrics)
+        start = time.perf_counter()
+        self.sink.add(experiences)
+        metrics.time("store_s", start)
+        metrics.buffer_sizes(self.store.sizes())
+        return RoundResult(
+            experiences=experiences,
+            metrics=metrics.finish(),
+            samples=self._samples(step, proposals, solves),
+            new_tasks=new_tasks,
+        )
+
+    async def propose(self, step: int, metrics: RoundMetrics) -> list[Proposal]:
+        """B proposals per task type, parsed (not yet validated)."""
+        requests: list[tuple[ProposalRequest, list[int]]] = []
+        for task_type in TaskType:
+            for _ in range(self.config.batch_size):
+                fitted = self._proposal_request(task_type, step)
+                if fitted is None:
+                    metrics.count(f"propose/{task_type.value}/no_prompt")
+                    continue
+                requests.append(fitted)
+        start = time.perf_counter()
+        completions = await self.generator.generate([ids for _, ids in requests], 1)
+        metrics.time("generate_s", start)
+        proposals = []
+        for (request, ids), (completion,) in zip(requests, completions, strict=True):
+            parsed = parse_proposal(
+                completion.text, request, self.roles, stopped_by_length=completion.finish_reason == "length"
+            )
+            proposals.append(Proposal(request, ids, completion, parsed))
+        return proposals
+
+    # -- steps of the round -----------------------------------------------------------------------------
+
+    def _proposal_request(self, task_type: TaskType, step: int) -> tuple[ProposalRequest, list[int]] | None:
+        if task_type is TaskType.INDUCTION:
+            candidates = [t for pt in PROGRAM_TYPES for t in self.store.sample(pt, self.roles.n_references)]
+            source = choose_induction_source(candidates, self.roles, self.rng)
+            references: tuple[Task, ...] = () if source is None else (source,)
+        else:
+            pool = self.store.sample(task_type, self.roles.n_references)
+            references = choose_references(pool, self.roles, self.rng)
+        if not references:
+            return None
+        request = fit_references(
+            ProposalRequest(type=task_type, references=references, step=step),
+            lambda prompt: len(self.render(prompt)),
+            self.roles.max_prompt_tokens,
+            self.roles,
+        )
+        if request is None:
+            return None
+        return request, self.render(proposer_prompt(request, self.roles))
+
+    async def validate(self, proposals: Sequence[Proposal], metrics: RoundMetrics) -> None:
+        """The executor's verdict and gold outputs for every parsed proposal."""
+        parsed = [p for p in proposals if isinstance(p.parsed, Task)]
+        start = time.perf_counter()
+        validations = await asyncio.gather(*(self.executor.validate(p.parsed) for p in parsed))  # type: ignore[arg-type]
+        metrics.time("execute_s", start)
+        for proposal, validation in zip(parsed, validations, strict=True):
+            proposal.validation = validation
+            if validation.error is not None:
+                metrics.executor_error(validation.error.code)
+
+    async def _rollouts_and_solves(self, proposals: Sequence[Proposal], metrics: RoundMetrics) -> list[Solve]:
+        """Learnability rollouts for valid proposals and answers for buffer tasks, in one generate call."""
+        n = self.roles.n_learnability_rollouts
+        learn = [(p, t) for p in proposals if (t := p.valid_task) is not None]
+        learn_prompts = [self._solver_ids(t) for _, t in learn]
+        solve_tasks: list[tuple[Task, list[int]]] = []
+        for task_type in TaskType:
+            for task in self.store.solver_batch(task_type, self.config.batch_size):
+                ids = self._solver_ids(task)
+                if ids is None:
+                    metrics.count(f"solve/{task_type.value}/no_prompt")
+                    continue
+                solve_tasks.append((task, ids))
+        fitting = [(p, t, ids) for (p, t), ids in zip(learn, learn_prompts, strict=True) if ids is not None]
+        start = time.perf_counter()
+        learn_out, solve_out = await asyncio.gather(
+            self.generator.generate([ids for _, _, ids in fitting], n),
+            self.generator.generate([ids for _, ids in solve_tasks], 1),
+        )
+        metrics.time("generate_s", start)
+        solves = [
+            Solve(task, ids, completion, self._parse_answer(task, completion))
+            for (task, ids), (completion,) in zip(solve_tasks, solve_out, strict=True)
+        ]
+        for (proposal, _, _), rollouts in zip(fitting, learn_out, strict=True):
+            proposal.rollouts = list(rollouts)
+        await self._check_all(fitting, solves, metrics)
+        return solves
+
+    async def _check_all(
+        self,
+        fitting: Sequence[tuple[Proposal, Task, list[int]]],
+        solves: Sequence[Solve],
+        metrics: RoundMetrics,
+    ) -> None:
+        """Every learnability rollout and every answer through the executor, concurrently."""
+        rollout_jobs = [
+            (proposal, task, self._parse_answer(task, c))
+            for proposal, task, _ in fitting
+            for c in proposal.rollouts
+        ]
+        start = time.perf_counter()
+        judgements = await asyncio.gather(
+            *(self._check(task, parsed) for _, task, parsed in rollout_jobs),
+            *(self._check(s.task, s.parsed) for s in solves),
+        )
+        metrics.time("execute_s", start)
+        for (proposal, _, _), judgement in zip(rollout_jobs, judgements[: len(rollout_jobs)], strict=True):
+            proposal.rollout_judgements.append(judgement)
+        for solve, judgement in zip(solves, judgements[len(rollout_jobs) :], strict=True):
+            solve.judgement = judgement
+        for judgement in judgements:
+            if judgement is not None and judgement.error is not None:
+                metrics.executor_error(judgement.error.code)
+
+    async def _check(self, task: Task, parsed: Answer | FormatFailure) -> Judgement | None:
+        if isinstance(parsed, FormatFailure):
+            return None
+        return await self.executor.check(task, parsed.text)
+
+    def _solver_ids(self, task: Task) -> list[int] | None:
+        ids = self.render(solver_prompt(task, self.roles))
+        return ids if len(ids) <= self.roles.max_prompt_tokens else None
+
+    def _parse_answer(self, task: Task, completion: Completion) -> Answer | FormatFailure:
+        return parse_answer(
+            completion.text, task.type, self.roles, stopped_by_length=completion.finish_reason == "length"
+        )
+
+    # -- rewards and experiences ------------------------------------------------------------------------
+
+    def _experiences(
+        self,
+        step: int,
+        policy_version: int,
+        proposals: Sequence[Proposal],
+        solves: Sequence[Solve],
+        metrics: RoundMetrics,
+    ) -> list[Experience]:
+        out: list[Experience] = []
+        for p in proposals:
+            rollouts = self._learnability(p)
+            reward = p.reward = proposer_reward(p.parsed, p.validation, rollouts, self.roles)
+            metrics.proposal(p.request.type, p.parsed, p.valid_task, reward, len(p.completion.token_ids))
+            task_id = p.parsed.id if isinstance(p.parsed, Task) else ""
+            out += self._experience(
+                step=step,
+                policy_version=policy_version,
+                role=Role.PROPOSE,
+                task_type=p.request.type,
+                response=p,
+                reward=reward,
+                task_id=task_id,
+            )
+        for s in solves:
+            reward = s.reward = solver_reward(s.parsed, s.judgement)
+            metrics.solve(s.task.type, reward, len(s.completion.token_ids))
+            out += self._experience(
+                step=step,
+                policy_version=policy_version,
+                role=Role.SOLVE,
+                task_type=s.task.type,
+                response=s,
+                reward=reward,
+                task_id=s.task.id,
+            )
+        return out
+
+    def _learnability(self, p: Proposal) -> LearnabilityRollouts | None:
+        task = p.valid_task
+        if task is None or not p.rollouts:
+            return None
+        outcomes = tuple(
+            solve_outcome(self._parse_answer(task, c), j)
+            for c, j in zip(p.rollouts, p.rollout_judgements, strict=True)
+        )
+        return LearnabilityRollouts(outcomes=outcomes, temperature=self.temperature)
+
+    def _experience(
+        self,
+        *,
+        step: int,
+        policy_version: int,
+        role: Role,
+        task_type: TaskType,
+        response: Proposal | Solve,
+        reward: Reward | NoReward,
+        task_id: str,
+    ) -> list[Experience]:
+        if isinstance(reward, NoReward):
+            return []
+        return [
+            Experience(
+                id=f"{self.run_id}-{step:07d}-{role.value}-{task_type.value}-{uuid.uuid4().hex[:12]}",
+                run_id=self.run_id,
+                policy_version=policy_version,
+                role=role,
+                task_type=task_type,
+                prompt_ids=response.prompt_ids,  # type: ignore[arg-type]
+                response_ids=response.completion.token_ids,  # type: ignore[arg-type]
+                behaviour_logprobs=response.completion.logprobs,  # type: ignore[arg-type]
+                reward=reward.value,
+                reward_parts=dict(reward.parts),
+                task_id=task_id,
+            )
+        ]
+
+    def _samples(
+        self, step: int, proposals: Sequence[Proposal], solves: Sequence[Solve]
+    ) -> list[dict[str, object]]:
+        """A few responses per (role, type) for samples.jsonl."""
+        k = self.config.samples_per_step
+        out: list[dict[str, object]] = []
+        for task_type in TaskType:
+            for p in [p for p in proposals if p.request.type is task_type][:k]:
+                out.append(
+                    {
+                        "step": step,
+                        "role": Role.PROPOSE.value,
+                        "type": task_type.value,
+                        **_reward_fields(p.reward),
+                        "response": p.completion.text,
+                        "finish_reason": p.completion.finish_reason,
+                        "parsed": p.parsed.to_dict() if isinstance(p.parsed, Task) else None,
+                        "format_error": p.parsed.error.value if isinstance(p.parsed, FormatFailure) else None,
+                        "executor_error": (
+                            p.validation.error.code.value if p.validation and p.validation.error else None
+                        ),
+                        "gold_outputs": list(p.validation.outputs or ()) if p.validation else None,
+                    }
+                )
+            for s in [s for s in solves if s.task.type is task_type][:k]:
+                out.append(
+                    {
+                        "step": step,
+                        "role": Role.SOLVE.value,
+                        "type": task_type.value,
+                        **_reward_fields(s.reward),
+                        "task": s.task.to_dict(),
+                        "response": s.completion.text,
+                        "finish_reason": s.completion.finish_reason,
+                        "answer": s.parsed.text if isinstance(s.parsed, Answer) else None,
+                        "format_error": s.parsed.error.value if isinstance(s.parsed, FormatFailure) else None,
+                        "correct": s.judgement.correct if s.judgement else None,
+                    }
+                )
+        return out
+
+
+def _reward_fields(reward: Reward | NoReward | None) -> dict[str, object]:
+    if isinstance(reward, Reward):
+        return {"reward": reward.value, "reward_parts": dict(reward.parts)}
+    return {
+        "reward": None,
+        "reward_parts": None,
+        "dropped": None if reward is None else reward.error.code.value,
+    }

@@ -1,0 +1,273 @@
+"""The driver of a self-play run: starts what the run needs, seeds the buffers, runs the schedule.
+
+It owns the round (``azr.selfplay.round``), which runs here against the actors: rollout workers sample,
+the executor actor judges, the learner actor trains. Redis holds the buffers, the experience stream, the
+metrics stream and the run state; a private ``redis-server`` is started in the run directory when no
+Redis URL is given, and Ray is started in this process when no cluster address is given.
+
+Ctrl-C stops cleanly: no new round starts, the steps in flight finish, the learner checkpoints. A second
+Ctrl-C stops at once (the next ``--resume`` continues from the last checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from tqdm import tqdm
+
+from azr.core.task import Task
+from azr.executor.jobs import Job, JobResult, Judgement, Validation
+from azr.rollout.sampler import Completion
+from azr.selfplay.rendering import PromptRenderer
+from azr.selfplay.round import RoundResult, SelfPlayRound
+from azr.selfplay.schedule import Schedule, StepRecord
+from azr.selfplay.seeding import seed_buffers
+from azr.services.actors.executor_actor import ExecutorActor
+from azr.services.actors.learner_actor import LearnerActor
+from azr.services.actors.rollout_worker import RolloutWorker
+from azr.services.adapters import RedisTaskStore, StreamSink
+from azr.services.config import RedisConfig
+from azr.services.run_dir import RunDirectory, StepWriter
+from azr.services.settings import TINY_MODEL, RunSettings, dump
+from azr.services.store import connect
+from azr.services.store.buffers import TaskBuffers
+from azr.services.store.embedded import EmbeddedRedis
+from azr.services.store.experience_stream import ExperienceStream
+from azr.services.store.keys import Keys
+from azr.services.store.metrics import MetricsStream
+from azr.services.store.run_state import RunState
+from azr.trainer.models import load_tokenizer
+from azr.trainer.tiny import build_tiny_model
+
+log = logging.getLogger(__name__)
+
+RESTARTABLE: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
+"""Ray restarts a dead actor and re-issues the call it was serving."""
+
+PROGRESS_KEYS = {
+    "solve": ("solve/deduction/accuracy", "solve/abduction/accuracy", "solve/induction/accuracy"),
+    "valid": ("propose/deduction/valid_rate", "propose/abduction/valid_rate", "propose/induction/valid_rate"),
+}
+
+
+@dataclass(slots=True)
+class RunSummary:
+    run_dir: Path
+    steps_done: int
+    policy_version: int
+    last: dict[str, float] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+class RayGenerator:
+    """The round's ``Generator`` over N rollout workers: prompts split evenly, results in prompt order."""
+
+    def __init__(self, workers: Sequence[Any]) -> None:
+        self.workers = list(workers)
+
+    async def generate(self, prompts: Sequence[Sequence[int]], n: int) -> list[list[Completion]]:
+        if not prompts:
+            return []
+        size = -(-len(prompts) // len(self.workers))
+        chunks = [list(prompts[i : i + size]) for i in range(0, len(prompts), size)]
+        parts = await asyncio.gather(
+            *(w.generate.remote(c, n) for w, c in zip(self.workers, chunks, strict=False))
+        )
+        return [row for part in parts for row in part]
+
+    async def sync(self) -> int:
+        """Every worker loads the newest published weights; the oldest version any of them holds."""
+        versions: list[int] = await asyncio.gather(*(w.sync.remote() for w in self.workers))
+        return min(versions)
+
+
+class RayExecutor:
+    """The ``Executor`` protocol over the executor actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def validate(self, task: Task) -> Validation:
+        result: Validation = await self.actor.validate.remote(task)
+        return result
+
+    async def check(self, task: Task, answer: str) -> Judgement:
+        result: Judgement = await self.actor.check.remote(task, answer)
+        return result
+
+    async def submit(self, job: Job) -> JobResult:
+        result: JobResult = await self.actor.submit.remote(job)
+        return result
+
+    async def map(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> AsyncIterator[JobResult]:
+        pending = (
+            [asyncio.ensure_future(self.submit(j)) async for j in jobs]
+            if isinstance(jobs, AsyncIterable)
+            else [asyncio.ensure_future(self.submit(j)) for j in jobs]
+        )
+        for done in asyncio.as_completed(pending):
+            yield await done
+
+
+class RolloutSide:
+    def __init__(self, generator: RayGenerator, round_: SelfPlayRound) -> None:
+        self.generator = generator
+        self.round_ = round_
+
+    async def sync_weights(self) -> int:
+        return await self.generator.sync()
+
+    async def round(self, step: int, policy_version: int) -> RoundResult:
+        return await self.round_.run(step, policy_version)
+
+
+class LearnerSide:
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def step(self, expected: int) -> dict[str, float]:
+        metrics: dict[str, float] = await self.actor.step.remote(expected)
+        return metrics
+
+
+def resolve_model(settings: RunSettings) -> str:
+    """The model's directory or hub id; the tiny model is built (or reused) in the cache directory."""
+    if settings.model == TINY_MODEL:
+        return str(build_tiny_model(settings.cache_dir / "models" / "tiny"))
+    return settings.model
+
+
+@contextmanager
+def ray_cluster(settings: RunSettings) -> Iterator[None]:
+    """Join the configured Ray cluster, or start a one-node cluster in this process for the run."""
+    if ray.is_initialized():
+        yield
+        return
+    if settings.ray.address is not None:
+        ray.init(address=settings.ray.address, logging_level=logging.WARNING)
+    else:
+        ray.init(num_cpus=settings.ray.num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def run_selfplay(
+    settings: RunSettings, run_dir: RunDirectory, *, resume: bool = False, progress: bool = True
+) -> RunSummary:
+    """Run (or, with ``resume``, continue) self-play in ``run_dir``; returns when the steps are done or
+    the run was stopped."""
+    run_dir.create()
+    if not resume and run_dir.last_step() is not None:
+        raise FileExistsError(f"{run_dir.root} already holds a run: pass --resume to continue it")
+    run_dir.write_config(dump(settings))
+    model = resolve_model(settings)
+    with ExitStack() as stack:
+        redis = settings.redis
+        if redis is None:
+            embedded = stack.enter_context(EmbeddedRedis(run_dir.redis))
+            redis = RedisConfig(url=embedded.url)
+        stack.enter_context(ray_cluster(settings))
+        return asyncio.run(_drive(settings, run_dir, model, redis, progress=progress))
+
+
+async def _drive(
+    settings: RunSettings, run_dir: RunDirectory, model: str, redis: RedisConfig, *, progress: bool
+) -> RunSummary:
+    client = connect(redis)
+    keys = Keys(redis.prefix)
+    run_state = RunState(client, keys)
+    buffers = TaskBuffers(client, keys, settings.buffer, seed=settings.selfplay.seed)
+    buffers.ensure_zero_seed()
+    producer = ExperienceStream(client, keys, settings.stream, consumer="driver")
+    metrics_stream = MetricsStream(client, keys, settings.metrics)
+
+    trainer_config = settings.trainer_config(run_dir.checkpoints, model)
+    learner: Any = (
+        ray.remote(LearnerActor)
+        .options(num_cpus=0, num_gpus=settings.ray.learner_gpus, **RESTARTABLE)
+        .remote(trainer_config, redis, settings.stream, str(run_dir.weights), settings.rollout.temperature)
+    )
+    steps_done, version = await learner.state.remote()
+    workers: list[Any] = [
+        ray.remote(RolloutWorker)
+        .options(num_cpus=0, num_gpus=settings.ray.rollout_gpus, **RESTARTABLE)
+        .remote(model, settings.rollout, str(run_dir.weights))
+        for _ in range(settings.ray.rollout_workers)
+    ]
+    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **RESTARTABLE).remote(settings.executor)
+    generator = RayGenerator(workers)
+    round_ = SelfPlayRound(
+        settings.selfplay,
+        settings.roles,
+        executor=RayExecutor(executor),
+        generator=generator,
+        store=RedisTaskStore(buffers),
+        sink=StreamSink(producer),
+        render=PromptRenderer(load_tokenizer(model), settings.selfplay.prompt_format),
+        temperature=settings.rollout.temperature,
+        run_id=run_state.run_id(),
+    )
+    if steps_done == 0 and run_dir.last_step() is None:
+        await generator.sync()
+        report = await seed_buffers(round_, settings.selfplay)
+        log.info("seeding: %d rounds, %d tasks added", report.rounds, report.added)
+
+    schedule = Schedule(
+        RolloutSide(generator, round_), LearnerSide(learner), max_staleness=settings.selfplay.max_staleness
+    )
+    last: dict[str, float] = {}
+    bar = tqdm(
+        total=settings.selfplay.steps, initial=steps_done, desc="self-play", unit="step", disable=not progress
+    )
+
+    def on_step(record: StepRecord) -> None:
+        nonlocal last
+        last = record.metrics
+        writer.write(record.step, record.metrics, record.samples)
+        metrics_stream.publish(record.step, record.metrics)
+        bar.update(1)
+        bar.set_postfix(
+            {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in PROGRESS_KEYS.items()}
+            | {"v": int(last.get("policy_version", 0))}
+        )
+
+    with StepWriter(run_dir) as writer, _stop_on_sigint(schedule):
+        await schedule.run(steps_done, settings.selfplay.steps, on_step)
+    bar.close()
+    await learner.checkpoint.remote()
+    await executor.close.remote()
+    steps_done, version = await learner.state.remote()
+    return RunSummary(
+        run_dir=run_dir.root,
+        steps_done=steps_done,
+        policy_version=version,
+        last=last,
+        interrupted=schedule.stop.is_set(),
+    )
+
+
+@contextmanager
+def _stop_on_sigint(schedule: Schedule) -> Iterator[None]:
+    """First Ctrl-C: finish the steps in flight and stop; second: the default (KeyboardInterrupt)."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        log.warning("stopping after the steps in flight (Ctrl-C again to stop at once)")
+        schedule.stop.set()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    loop.add_signal_handler(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)

@@ -1,0 +1,213 @@
+"""The settings root of a self-play run: one typed object, built from a preset plus overrides.
+
+``azr selfplay --preset tiny --set selfplay.batch_size=8 --set trainer.lr=1e-5`` resolves to a
+``RunSettings``: the preset's values, then each ``--set`` (dotted path = value, the value read as JSON
+when it parses, else as a string), validated as a whole. The resolved settings are written to the run
+directory, and ``--resume`` reads them back from there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from azr.roles.config import RolesConfig
+from azr.rollout.config import RolloutConfig
+from azr.selfplay.config import SelfPlayConfig
+from azr.services.config import BufferConfig, MetricsConfig, RedisConfig, StreamConfig
+from azr.trainer.config import TrainerConfig
+
+TINY_MODEL = "tiny"
+"""The model name that stands for the tiny model the project builds itself (``azr.trainer.tiny``)."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExecutorSettings(_Section):
+    """Which executor checks tasks and answers: a pool in this cluster, or the executor service."""
+
+    backend: Literal["local", "docker"] = Field(default="local", description="Sandbox backend of the pool.")
+    workers: int = Field(default=2, ge=1, le=1024, description="Sandbox workers of the pool.")
+    allow_unisolated: bool = Field(
+        default=False,
+        description="Let the local backend run without namespace isolation (development machines only).",
+    )
+    url: str | None = Field(
+        default=None,
+        pattern=r"^https?://",
+        description="Base URL of an executor service (`azr executor serve`); set, it replaces the pool.",
+    )
+    token: SecretStr | None = Field(default=None, description="Bearer token of the executor service.")
+
+
+class RaySettings(_Section):
+    """Where the actors run."""
+
+    address: str | None = Field(
+        default=None,
+        description='Ray cluster to join (e.g. "ray-head:6379" or "auto"); None starts one here.',
+    )
+    rollout_workers: int = Field(
+        default=1, ge=1, le=1024, description="Rollout worker actors (one model each)."
+    )
+    num_cpus: int | None = Field(
+        default=None, ge=1, description="CPUs of the Ray node started here (None: Ray counts them)."
+    )
+    rollout_gpus: float = Field(default=0.0, ge=0, description="GPUs per rollout worker (vLLM: 1).")
+    learner_gpus: float = Field(default=0.0, ge=0, description="GPUs of the learner.")
+
+
+class RunSettings(_Section):
+    """Everything a self-play run is configured by."""
+
+    model: str = Field(
+        default=TINY_MODEL,
+        min_length=1,
+        description='Hugging Face model id or local directory; "tiny" builds the project\'s tiny model.',
+    )
+    cache_dir: Path = Field(
+        default=Path("~/.cache/azr").expanduser(),
+        description="Where built models (the tiny one) are cached between runs.",
+    )
+    selfplay: SelfPlayConfig = Field(default_factory=SelfPlayConfig)
+    roles: RolesConfig = Field(default_factory=RolesConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    trainer: dict[str, Any] = Field(
+        default_factory=dict,
+        description="TrainerConfig fields (lr, engine, mini_batch_size, ...); model and checkpoint_dir come "
+        "from the run.",
+    )
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    ray: RaySettings = Field(default_factory=RaySettings)
+    redis: RedisConfig | None = Field(
+        default=None, description="Redis to use; None starts a private redis-server in the run directory."
+    )
+    stream: StreamConfig = Field(default_factory=StreamConfig)
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if "model" in self.trainer or "checkpoint_dir" in self.trainer:
+            raise ValueError(
+                "set the model with `model=` and not inside trainer; checkpoints go to the run dir"
+            )
+        config = self.trainer_config(Path("checkpoints"))  # validates the trainer section now, not mid-run
+        if config.temperature != self.rollout.temperature:
+            raise ValueError(
+                f"trainer.temperature ({config.temperature}) differs from rollout.temperature "
+                f"({self.rollout.temperature}): the trainer scores log-probs at the sampling temperature"
+            )
+        if self.selfplay.max_staleness != self.stream.max_staleness:
+            raise ValueError(
+                f"stream.max_staleness ({self.stream.max_staleness}) differs from selfplay.max_staleness "
+                f"({self.selfplay.max_staleness}): set selfplay.max_staleness only; the stream follows it"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stream_follows_schedule(cls, data: Any) -> Any:
+        """The staleness bound is set once, in ``selfplay``; the stream's drop rule follows it."""
+        if isinstance(data, dict) and "max_staleness" in data.get("selfplay", {}):
+            stream = dict(data.get("stream", {}))
+            stream.setdefault("max_staleness", data["selfplay"]["max_staleness"])
+            data = {**data, "stream": stream}
+        return data
+
+    def trainer_config(self, checkpoint_dir: Path, model_path: str | None = None) -> TrainerConfig:
+        return TrainerConfig(model=model_path or self.model, checkpoint_dir=checkpoint_dir, **self.trainer)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "model": TINY_MODEL,
+        "selfplay": {
+            "batch_size": 4,
+            "seed_factor": 1,
+            "max_seed_rounds": 1,
+            "steps": 20,
+            "samples_per_step": 1,
+        },
+        "roles": {"n_learnability_rollouts": 4, "max_prompt_tokens": 2048},
+        "rollout": {"max_new_tokens": 96, "device": "cpu"},
+        "trainer": {
+            "device": "cpu",
+            "lr": 1e-5,
+            "mini_batch_size": 24,
+            "micro_batch_size": 8,
+            "gradient_checkpointing": False,
+            "checkpoint_interval": 5,
+        },
+        "executor": {"backend": "local", "workers": 2},
+        "ray": {"rollout_workers": 1},
+    },
+    "qwen2.5-7b": {
+        "model": "Qwen/Qwen2.5-7B",
+        "rollout": {"engine": "vllm", "device": "cuda", "gpu_memory_utilization": 0.5},
+        "trainer": {"engine": "deepspeed", "zero_stage": 2, "device": "cuda", "dtype": "bfloat16"},
+        "executor": {"backend": "docker", "workers": 16},
+        "ray": {"rollout_workers": 1, "rollout_gpus": 1, "learner_gpus": 1},
+    },
+    "coder-7b": {
+        "model": "Qwen/Qwen2.5-Coder-7B",
+        "rollout": {"engine": "vllm", "device": "cuda", "gpu_memory_utilization": 0.5},
+        "trainer": {"engine": "deepspeed", "zero_stage": 2, "device": "cuda", "dtype": "bfloat16"},
+        "executor": {"backend": "docker", "workers": 16},
+        "ray": {"rollout_workers": 1, "rollout_gpus": 1, "learner_gpus": 1},
+    },
+}
+"""Named starting points. ``tiny`` runs the whole loop on a 2-core CPU in minutes; the Qwen presets are
+the paper's setting (B=64, n=8, K=6, lr 1e-6, 8,096 response tokens) on GPUs."""
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["selfplay.batch_size=8", "trainer.lr=1e-5"]`` as a nested dict; values are JSON where they parse."""
+    out: dict[str, Any] = {}
+    for item in items:
+        path, sep, raw = item.partition("=")
+        if not sep or not path or any(not part for part in path.split(".")):
+            raise ValueError(f"--set takes KEY.PATH=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {item!r}: {part} is set to a value and cannot hold keys")
+        node[leaf] = value
+    return out
+
+
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def resolve(preset: str, overrides: Mapping[str, Any]) -> RunSettings:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    return RunSettings.model_validate(merge(PRESETS[preset], overrides))
+
+
+def dump(settings: RunSettings) -> dict[str, Any]:
+    """The settings as JSON data, secrets included (the run directory is the user's own)."""
+    data = settings.model_dump(mode="json")
+    if settings.executor.token is not None:
+        data["executor"]["token"] = settings.executor.token.get_secret_value()
+    return data
