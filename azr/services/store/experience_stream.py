@@ -58,6 +58,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.typing import EncodableT, KeyT, StreamIdT
 
 from azr.core.experience import Experience
@@ -75,6 +77,7 @@ from azr.services.store.deliveries import (
 from azr.services.store.keys import Keys
 from azr.services.store.lease import LeaseKeeper
 from azr.services.store.metrics import (
+    STREAM_ADDED,
     STREAM_DUPLICATES,
     STREAM_READ_ERRORS,
     STREAM_RECOVERED,
@@ -139,7 +142,8 @@ class ExperienceStream:
         self._config = config or StreamConfig()
         self._stream = keys.experiences()
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self._add = client.register_script(stream_scripts.ADD)
+        self._admit = client.register_script(stream_scripts.ADMIT)
+        self._writer = _without_retries(client)
         self._hold = client.register_script(stream_scripts.HOLD)
         self._claim = client.register_script(stream_scripts.CLAIM)
         self._renew = client.register_script(stream_scripts.RENEW)
@@ -331,7 +335,10 @@ class ExperienceStream:
             yield chunk, size_bytes
 
     def _admit_chunk(self, chunk: list[bytes], size_bytes: int, deadline: float) -> tuple[int, int]:
-        delay_s = 0.002
+        """Write the experiences of a chunk not admitted before: ``ADMIT`` says which (and whether there
+        is room), one MULTI writes them with their ids in the ledger. The MULTI goes through a client that
+        does not retry: if its reply is lost, the next round's ``ADMIT`` finds what it wrote."""
+        ids, payloads = chunk[0::2], chunk[1::2]
         head: list[EncodableT] = [
             self._config.max_pending,
             self._config.max_pending_bytes,
@@ -339,22 +346,43 @@ class ExperienceStream:
             self._config.ledger_retention_s * 1000,
             self._config.ledger_max_ids,
         ]
-        keys = [self._stream, self._keys.admitted(), self._keys.counters()]
+        delay_s = 0.002
         while True:
-            reply = self._add(keys=keys, args=[*head, *chunk])
-            if int(reply[0]) != -1:
-                return int(reply[0]), int(reply[1])
-            remaining_s = deadline - time.monotonic()
-            if remaining_s <= 0:
-                raise BackpressureTimeoutError(
-                    f"{reply[1]} experiences ({int(reply[2]):,} bytes) are waiting untrained in "
-                    f"{self._stream} (max_pending={self._config.max_pending}, max_pending_bytes="
-                    f"{self._config.max_pending_bytes}); no room for {len(chunk) // 2} more before the "
-                    "timeout. Is the trainer consuming? If it is just slow, raise stream.max_pending, "
-                    "stream.max_pending_bytes or stream.backpressure_timeout_s."
-                )
-            time.sleep(min(delay_s, remaining_s))
-            delay_s = min(delay_s * 2, 0.05)
+            flags = self._admit(keys=[self._stream, self._keys.admitted()], args=[*head, *ids])
+            if int(flags[0]) == -1:
+                self._wait_for_room(flags, len(ids), deadline, delay_s)
+                delay_s = min(delay_s * 2, 0.05)
+                continue
+            fresh = [(i, p) for i, p, f in zip(ids, payloads, flags, strict=True) if int(f)]
+            fresh = list(dict(fresh).items())  # a second copy within the chunk is written once
+            if not fresh:
+                return 0, len(ids)
+            now_ms = int(time.time() * 1000)
+            pipe = self._writer.pipeline(transaction=True)
+            for _, payload in fresh:
+                pipe.xadd(self._stream, {codec.FIELD: payload})
+            pipe.zadd(self._keys.admitted(), {i: now_ms for i, _ in fresh}, nx=True)
+            pipe.hincrby(self._keys.counters(), STREAM_ADDED, len(fresh))
+            try:
+                pipe.execute()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("adding experiences failed (%s); checking what was written and retrying", exc)
+                continue
+            return len(fresh), len(ids) - len(fresh)
+
+    def _wait_for_room(self, reply: list[object], count: int, deadline: float, delay_s: float) -> None:
+        remaining_s = deadline - time.monotonic()
+        if remaining_s <= 0:
+            raise BackpressureTimeoutError(
+                f"{reply[1]} experiences ({int(str(reply[2])):,} bytes) are waiting untrained in "
+                f"{self._stream} (max_pending={self._config.max_pending}, max_pending_bytes="
+                f"{self._config.max_pending_bytes}); no room for {count} more before the timeout. Is the "
+                "trainer consuming? If it is just slow, raise stream.max_pending, stream.max_pending_bytes "
+                "or stream.backpressure_timeout_s."
+            )
+        time.sleep(min(delay_s, remaining_s))
 
     def _recover(self, n: int) -> list[_Entry]:
         """Entries pending on this consumer that it never handed out: a read whose reply was lost."""
@@ -463,7 +491,7 @@ class ExperienceStream:
             else:
                 seen.add(d.experience.id)
                 unique.append(d)
-        args: list[EncodableT] = [len(unique)]
+        args: list[EncodableT] = []
         for d in unique:
             args += [d.entry_id, d.experience.id]
         keys = [self._stream, self._keys.trained(), self._keys.inflight(), self._keys.held()]
@@ -484,6 +512,14 @@ class ExperienceStream:
         self._last_prune = time.monotonic()
         args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms]
         self._prune(keys=[self._stream], args=args)
+
+
+def _without_retries(client: redis.Redis) -> redis.Redis:
+    """A client on the same server whose commands are never retried blindly (for a MULTI that is not
+    idempotent by itself)."""
+    pool = client.connection_pool
+    kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
 
 
 def _entry_ids(batch: DeliveryBatch | Sequence[Delivery]) -> list[bytes]:

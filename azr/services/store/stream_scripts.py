@@ -6,9 +6,7 @@ Lua's ``unpack()`` is bounded by the C stack, hence the slices of at most 1,000 
 
 from __future__ import annotations
 
-from azr.services.store.codec import FIELD
 from azr.services.store.metrics import (
-    STREAM_ADDED,
     STREAM_DUPLICATES,
     STREAM_LEASES_LOST,
     STREAM_RECLAIMED,
@@ -29,65 +27,120 @@ local function trim(ledger, now, retention_ms, max_ids)
 end
 """
 
-# Whether an entry is pending and owned by a consumer.
-_OWNS = """
-local function owns(stream, group, consumer, id)
-  local row = redis.call('XPENDING', stream, group, id, id, 1)[1]
-  return row ~= nil and row[2] == consumer
+# Variadic commands over lists of any length, in slices (see above). ``mget`` gathers one reply per
+# argument (ZMSCORE, HMGET); ``mput`` sums the integer replies (ZADD, HSET, HDEL, XACK, XDEL); ``opt`` is
+# an argument that goes right after the key (a group, NX).
+_SLICES = """
+local function mget(cmd, key, list)
+  local out = {}
+  for i = 1, #list, 1000 do
+    local part = redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+    for j = 1, #part do out[#out + 1] = part[j] end
+  end
+  return out
+end
+local function mput(cmd, key, list, opt)
+  local sum = 0
+  for i = 1, #list, 1000 do
+    local last = math.min(i + 999, #list)
+    if opt then sum = sum + redis.call(cmd, key, opt, unpack(list, i, last))
+    else sum = sum + redis.call(cmd, key, unpack(list, i, last)) end
+  end
+  return sum
 end
 """
 
-# KEYS: stream, admitted, counters. ARGV: max_pending, max_pending_bytes, chunk_bytes, retention_ms,
-# max_ids, then (experience id, payload) pairs. Returns {-1, waiting, bytes} when the chunk does not fit
-# (nothing written), else {added, duplicates}. Idempotent: an id admitted before is not written again, so
-# a retried add (its reply lost) writes nothing twice.
-ADD = (
+# The set of the given entry ids that are pending and owned by a consumer: one XPENDING over the range
+# they span, filtered by consumer (ids compare as numbers, ms then sequence).
+_OWNED = """
+local function id_key(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function owned(stream, group, consumer, ids)
+  local lo, hi = ids[1], ids[1]
+  local lo_ms, lo_seq = id_key(lo)
+  local hi_ms, hi_seq = lo_ms, lo_seq
+  for i = 2, #ids do
+    local ms, seq = id_key(ids[i])
+    if ms < lo_ms or (ms == lo_ms and seq < lo_seq) then lo, lo_ms, lo_seq = ids[i], ms, seq end
+    if ms > hi_ms or (ms == hi_ms and seq > hi_seq) then hi, hi_ms, hi_seq = ids[i], ms, seq end
+  end
+  local set = {}
+  for _, row in ipairs(redis.call('XPENDING', stream, group, lo, hi, 1000000, consumer)) do
+    set[row[1]] = true
+  end
+  return set
+end
+"""
+
+# KEYS: stream, admitted. ARGV: max_pending, max_pending_bytes, chunk_bytes, retention_ms, max_ids, then
+# experience ids. The first step of an add: returns {-1, waiting, bytes} when the chunk does not fit, else
+# a flag per id, 1 when it was never admitted (write it), 0 when it was (a retry: skip it). Writes nothing
+# but the ledger's trimming. The payloads then go in one MULTI with their ids (see ExperienceStream.add):
+# copying them through Lua would double Redis's cost per experience.
+ADMIT = (
     _NOW_MS
     + _TRIM
-    + f"""
+    + _SLICES
+    + """
 local waiting = redis.call('XLEN', KEYS[1])
 if waiting > 0 then
   local bytes = redis.call('MEMORY', 'USAGE', KEYS[1]) or 0
-  if waiting + (#ARGV - 5) / 2 > tonumber(ARGV[1]) or bytes + tonumber(ARGV[3]) > tonumber(ARGV[2]) then
-    return {{-1, waiting, bytes}}
-  end
-end
-local added = 0
-for i = 6, #ARGV, 2 do
-  if redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', '{FIELD.decode()}', ARGV[i + 1])
-    added = added + 1
+  if waiting + #ARGV - 5 > tonumber(ARGV[1]) or bytes + tonumber(ARGV[3]) > tonumber(ARGV[2]) then
+    return {-1, waiting, bytes}
   end
 end
 trim(KEYS[2], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
-if added > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_ADDED}', added) end
-return {{added, (#ARGV - 5) / 2 - added}}
+local ids = {}
+for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
+local flags = {}
+for j, score in ipairs(mget('ZMSCORE', KEYS[2], ids)) do
+  if score then flags[j] = 0 else flags[j] = 1 end
+end
+return flags
 """
 )
 
-# KEYS: stream, trained, inflight, held. ARGV: batch size, then (entry id, experience id) pairs, the
-# candidates of one read. Marks each as in flight and returns a flag per pair: 1 keep, 0 drop (already
-# trained, or another copy of the experience is in flight). Running it again gives the same answer.
-HOLD = """
-local flags, kept = {}, {}
-for i = 2, #ARGV, 2 do
-  local entry, exp = ARGV[i], ARGV[i + 1]
-  local keep = redis.call('ZSCORE', KEYS[2], exp) == false
-  if keep then
-    local other = redis.call('HGET', KEYS[3], exp)
-    if other and other ~= entry and #redis.call('XRANGE', KEYS[1], other, other) > 0 then keep = false end
+# KEYS: stream, trained, inflight, held. ARGV: then (entry id, experience id) pairs, the candidates of
+# one read. Marks each as in flight and returns a flag per pair: 1 keep, 0 drop (already trained, or
+# another copy of the experience is in flight). Running it again gives the same answer.
+HOLD = (
+    _SLICES
+    + """
+local entries, exps = {}, {}
+for i = 1, #ARGV, 2 do
+  entries[#entries + 1] = ARGV[i]
+  exps[#exps + 1] = ARGV[i + 1]
+end
+local trained, holders = mget('ZMSCORE', KEYS[2], exps), mget('HMGET', KEYS[3], exps)
+local flags, marks, sizes = {}, {}, {}
+for j, entry in ipairs(entries) do
+  local other = holders[j]
+  local keep = not trained[j]
+  if keep and other and other ~= entry and #redis.call('XRANGE', KEYS[1], other, other) > 0 then
+    keep = false
   end
   if keep then
-    redis.call('HSET', KEYS[3], exp, entry)
-    kept[#kept + 1] = entry
+    marks[#marks + 1] = exps[j]
+    marks[#marks + 1] = entry
     flags[#flags + 1] = 1
   else
     flags[#flags + 1] = 0
   end
 end
-for _, entry in ipairs(kept) do redis.call('HSET', KEYS[4], entry, #kept) end
+local kept = #marks / 2
+for j = 2, #marks, 2 do
+  sizes[#sizes + 1] = marks[j]
+  sizes[#sizes + 1] = kept
+end
+if kept > 0 then
+  mput('HSET', KEYS[3], marks)
+  mput('HSET', KEYS[4], sizes)
+end
 return flags
 """
+)
 
 # KEYS: stream, held, strikes, counters. ARGV: group, consumer, min idle ms, n. Takes over up to n entries
 # whose lease lapsed from other consumers. A failed batch comes back in halves: at most half the size of
@@ -125,15 +178,14 @@ return out
 # KEYS: stream. ARGV: group, consumer, entry ids. Renews the lease (resets the idle time, without counting
 # a delivery) of the entries this consumer still owns; returns the ids it no longer owns.
 RENEW = (
-    _OWNS
+    _OWNED
     + """
+local ids = {}
+for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+local mine_set = owned(KEYS[1], ARGV[1], ARGV[2], ids)
 local mine, lost = {}, {}
-for i = 3, #ARGV do
-  if owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then
-    mine[#mine + 1] = ARGV[i]
-  else
-    lost[#lost + 1] = ARGV[i]
-  end
+for _, id in ipairs(ids) do
+  if mine_set[id] then mine[#mine + 1] = id else lost[#lost + 1] = id end
 end
 for i = 1, #mine, 1000 do
   -- unpack() must come last in an argument list (elsewhere Lua keeps only its first value)
@@ -153,7 +205,8 @@ return lost
 ACK = (
     _NOW_MS
     + _TRIM
-    + _OWNS
+    + _SLICES
+    + _OWNED
     + f"""
 local last = redis.call('HGET', KEYS[7], ARGV[2])
 if last then
@@ -162,30 +215,31 @@ if last then
 end
 local entries, exps, members, lost = {{}}, {{}}, {{}}, {{}}
 for i = 6, #ARGV, 2 do
-  if not owns(KEYS[1], ARGV[1], ARGV[2], ARGV[i]) then lost[#lost + 1] = ARGV[i] end
   entries[#entries + 1] = ARGV[i]
   exps[#exps + 1] = ARGV[i + 1]
   members[#members + 1] = now
   members[#members + 1] = ARGV[i + 1]
+end
+local mine = owned(KEYS[1], ARGV[1], ARGV[2], entries)
+for _, entry in ipairs(entries) do
+  if not mine[entry] then lost[#lost + 1] = entry end
 end
 if #lost > 0 then
   redis.call('HINCRBY', KEYS[3], '{STREAM_LEASES_LOST}', 1)
   table.insert(lost, 1, -1)
   return lost
 end
-local fresh = 0
-for i = 1, #entries, 1000 do
-  local last_i = math.min(i + 999, #entries)
-  -- NX adds only ids not yet recorded, and counts them (a repeat counts once)
-  fresh = fresh + redis.call('ZADD', KEYS[2], 'NX', unpack(members, 2 * i - 1, 2 * last_i))
-  redis.call('XACK', KEYS[1], ARGV[1], unpack(entries, i, last_i))
-  redis.call('XDEL', KEYS[1], unpack(entries, i, last_i))
-  redis.call('HDEL', KEYS[5], unpack(entries, i, last_i))
-  redis.call('HDEL', KEYS[6], unpack(entries, i, last_i))
+-- NX adds only ids not yet recorded, and counts them (a repeat counts once)
+local fresh = mput('ZADD', KEYS[2], members, 'NX')
+mput('XACK', KEYS[1], entries, ARGV[1])
+mput('XDEL', KEYS[1], entries)
+mput('HDEL', KEYS[5], entries)
+mput('HDEL', KEYS[6], entries)
+local holders, done = mget('HMGET', KEYS[4], exps), {{}}
+for j, exp in ipairs(exps) do
+  if holders[j] == entries[j] then done[#done + 1] = exp end
 end
-for i, exp in ipairs(exps) do
-  if redis.call('HGET', KEYS[4], exp) == entries[i] then redis.call('HDEL', KEYS[4], exp) end
-end
+mput('HDEL', KEYS[4], done)
 local dup = #entries - fresh
 trim(KEYS[2], now, tonumber(ARGV[4]), tonumber(ARGV[5]))
 if fresh > 0 then redis.call('HINCRBY', KEYS[3], '{STREAM_TRAINED}', fresh) end
