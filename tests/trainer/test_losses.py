@@ -337,3 +337,16 @@ def test_missing_inputs_are_rejected() -> None:
         policy_loss(x, x, torch.zeros(2, 4), x, NO_BONUS, token_count=1)
     with pytest.raises(ValueError, match="token_count"):
         policy_loss(x, x, x, x, NO_BONUS, token_count=0)
+
+
+def test_truncated_importance_weights_scale_the_policy_gradient_term() -> None:
+    logprobs = torch.zeros(1, 3, requires_grad=True)
+    weights = torch.tensor([[0.5, 2.0, float("nan")]])  # the padded column may hold anything
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    out = policy_loss(
+        logprobs, torch.zeros(1, 3), torch.ones(1, 3), mask, NO_BONUS, token_count=2, is_weights=weights
+    )
+    torch.autograd.backward(out.loss)
+    assert out.loss.item() == pytest.approx(-(0.5 + 2.0) / 2)
+    assert logprobs.grad is not None
+    assert logprobs.grad[0].tolist() == pytest.approx([-0.25, -1.0, 0.0])  # d(-w rho)/d log pi = -w / 2
