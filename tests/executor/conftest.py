@@ -93,15 +93,16 @@ def descendants(pid: int) -> list[psutil.Process]:
 
 
 def stray_processes(harness: Harness) -> list[psutil.Process]:
-    """Processes below the backend's launched processes other than one supervisor each.
+    """Processes below the backend's launched processes beyond a supervisor, a zygote and a blank job each.
 
-    Between requests every sandbox holds exactly its supervisor; anything more outlived a job. Backends
+    Between requests every sandbox holds exactly its supervisor, its zygote and one job process forked in
+    advance (waiting for its request); anything more outlived a job. Backends
     without host processes (containers) check their own cleanup in their own tests.
     """
     stray: list[psutil.Process] = []
     for pid in harness.launched_pids() or ():
         below = [p for p in descendants(pid) if _sandboxed(p)]
-        stray += below[1:]
+        stray += below[3:]
     return stray
 
 

@@ -426,8 +426,12 @@ def test_no_state_leaks_between_jobs(backend: Harness, tamper: str, observe: str
             "import enum\nclass C(enum.Enum):\n    A = 1\ndef f(x):\n    return C(x).name", "'A'", id="enum"
         ),
         pytest.param(
-            "def f(x):\n    return x\nif __name__ == '__main__':\n    print(f(input()))", "1", id="main-guard"
+            # as in a fresh `python3 -c` run, the guard's demo code runs too (and input() finds no stdin)
+            "def f(x):\n    return x\nif __name__ == '__main__':\n    print(f(input()))",
+            ErrorCode.RUNTIME_ERROR,
+            id="main-guard",
         ),
+        pytest.param("def f(x):\n    return __name__", "'__main__'", id="name-is-main"),
     ],
 )
 def test_programs_run_as_a_module(backend: Harness, program: str, expected: str) -> None:

@@ -232,7 +232,8 @@ def test_aclose_leaves_no_process() -> None:
     harness = start_harness(lambda: LocalBackend(workers=2))
     launched = harness.backend.process_ids()  # type: ignore[attr-defined]
     below = [p.pid for pid in launched for p in descendants(pid)]
-    assert len(launched) == 4 and len(below) == 4  # one supervisor under each sandbox
+    # under each sandbox: the supervisor, its zygote and one job process forked in advance
+    assert len(launched) == 4 and len(below) == 12
     stop_harness(harness)
     assert not [pid for pid in (*launched, *below) if psutil.pid_exists(pid)]
 

@@ -1,8 +1,14 @@
-"""The job process: the calls of one request in a fresh fork of the supervisor, then ``os._exit``.
+"""The job process: forked blank from the zygote, it reads one request, runs it, then ``os._exit``.
 
 A job is one request (one task, or one answer to check): the program is compiled and executed once and
 ``f`` is called on each input in order, so its calls share the program's own module state exactly as a
 plain Python run would, identically in both hash-seed slots. Nothing is shared between requests.
+
+What ``f`` sees is what a fresh ``python3 -c '<program>\nprint(f(<input>))'`` shows it: the program runs
+as ``__main__``; its inputs are built from their literal text in the same compilation unit as the program
+(so dict keys keep the order they were written in, and equal constants are one object, as the compiler
+merges them); the recursion limit is set so that ``f`` can recurse exactly as deep as from a fresh run's
+top level (the reference depth is measured once per zygote, in a fresh interpreter).
 
 Threat model
 ------------
@@ -29,6 +35,8 @@ codes, and the parent re-parses every output.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import functools
 import json
 import math
@@ -37,7 +45,7 @@ import resource
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 from azr.executor import values
 from azr.executor.errors import ErrorCode, ExecError
@@ -45,7 +53,18 @@ from azr.executor.limits import SandboxLimits
 
 RESULT_FD = 3
 ENTRY_NAME = "f"
-PROGRAM_MODULE = "__program__"
+PROGRAM_MODULE = "__main__"
+ARGS_NAME = "__azr_inputs__"
+"""Where the program's module holds its argument tuples, built by code compiled with the program."""
+REFERENCE_DEPTH: int | None = None
+"""How deep a function called from the top level of a fresh ``python3 -c`` run recurses; set by the
+zygote (``measure_reference_depth``) before it forks any job."""
+DEPTH_PROBE = (
+    "c = [0]\n"
+    "def p(c):\n    c[0] += 1\n    p(c)\n"
+    "try:\n    p(c)\nexcept RecursionError:\n    pass\n"
+    "print(c[0])\n"
+)
 _MESSAGE_CHARS = 300
 """Longest error message sent back; messages are for people, codes decide behaviour."""
 
@@ -102,30 +121,85 @@ def _describe(exc: BaseException) -> str:
     return (f"{name}: {text}" if text else name)[:_MESSAGE_CHARS]
 
 
-def load_entry(program: str) -> Callable[..., object] | Message:
-    """Compile and execute the untrusted program; ``f``, or the error message that ends the request."""
+Entry = tuple[Callable[..., object], tuple[tuple[object, ...], ...]]
+
+
+def load_entry(program: str, args: tuple[str, ...] = ()) -> Entry | Message:
+    """Compile the program with its inputs as one unit, run it as ``__main__``; ``f`` and its argument
+    tuples, or the error message that ends the request."""
     try:
-        code = compile(program, "<program>", "exec")
-    except (SyntaxError, ValueError) as exc:
+        tree = ast.parse(program, "<string>")
+        inputs = [ast.parse("f(" + text + "\n)", "<input>", mode="eval").body for text in args]
+        tuples: list[ast.expr] = [
+            ast.Tuple([*call.args], ast.Load()) for call in inputs if isinstance(call, ast.Call)
+        ]
+        tree.body.append(
+            ast.Assign([ast.Name(ARGS_NAME, ast.Store())], ast.Tuple(tuples, ast.Load()), lineno=0)
+        )
+        code = compile(ast.fix_missing_locations(tree), "<string>", "exec")
+    except (SyntaxError, ValueError, RecursionError) as exc:
         return _error(ErrorCode.SYNTAX_ERROR, _describe(exc))
-    # A real module registered in sys.modules: dataclasses, enum and typing look their class's module up
-    # there. Not "__main__", so that a program's `if __name__ == "__main__":` demo code does not run.
+    # A real module registered in sys.modules as "__main__", as in a plain run: dataclasses, enum and
+    # typing look their class's module up there, and reprs name it.
     module = types.ModuleType(PROGRAM_MODULE)
+    module.__dict__["__builtins__"] = builtins
     sys.modules[PROGRAM_MODULE] = module
     exec(code, module.__dict__)
     entry = module.__dict__.get(ENTRY_NAME)
     if not callable(entry):
         return _error(ErrorCode.NO_ENTRY_FUNCTION, f"the program defines no function {ENTRY_NAME!r}")
-    return cast(Callable[..., object], entry)
+    built = module.__dict__.pop(ARGS_NAME, ())
+    return cast(Callable[..., object], entry), cast(tuple[tuple[object, ...], ...], built)
 
 
-def call_entry(entry: Callable[..., object], args_text: str, limits: SandboxLimits) -> Message:
-    args = values.parse_args(args_text)
+def call_entry(entry: Callable[..., object], args: tuple[object, ...], limits: SandboxLimits) -> Message:
     result = entry(*args)
     text = values.canonical(result, values.ValueLimits(max_text_chars=limits.output_bytes))
     if len(text.encode("utf-8", "surrogatepass")) > limits.output_bytes:
         return _error(ErrorCode.OUTPUT_LIMIT, f"result text exceeds {limits.output_bytes} bytes")
     return {"output": text}
+
+
+def _depth_probe(counter: list[int]) -> None:
+    counter[0] += 1
+    _depth_probe(counter)
+
+
+def _probe_depth(counter: list[int], limits: SandboxLimits) -> Message:
+    """Shaped like ``call_entry`` (one frame, then the call), so the probe starts where ``f`` starts."""
+    _depth_probe(counter)
+    return {}
+
+
+def _match_recursion_limit(limits: SandboxLimits) -> None:
+    """Let ``f`` recurse exactly as deep as in a fresh run: the job's own frames below ``f`` are not
+    the program's business."""
+    if REFERENCE_DEPTH is None:
+        return
+    counter = [0]
+    _guarded(functools.partial(_probe_depth, counter, limits), limits)
+    sys.setrecursionlimit(max(50, sys.getrecursionlimit() + REFERENCE_DEPTH - counter[0]))
+
+
+def measure_reference_depth() -> int | None:
+    """Run ``DEPTH_PROBE`` in a fresh interpreter (``posix_spawn``: ``subprocess`` would bring threading)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-S", "-c", DEPTH_PROBE],
+            {},
+            file_actions=[(os.POSIX_SPAWN_DUP2, write_fd, 1)],
+        )
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as out:
+        text = out.read(64)
+    _, status = os.waitpid(pid, 0)
+    return int(text) if status == 0 and text.strip().isdigit() else None
 
 
 def _error(code: ErrorCode, message: str) -> Message:
@@ -150,17 +224,19 @@ def _messages(program: str, args: tuple[str, ...] | None, limits: SandboxLimits)
     supervisor runs the remaining calls in a fresh fork; that keeps the outcome of every call the same
     as if each call had its own process, except for state the program's own successful calls left.
     """
-    entry = _guarded(lambda: load_entry(program), limits)
-    if isinstance(entry, dict):
-        yield entry
+    loaded = _guarded(lambda: load_entry(program, args or ()), limits)
+    if isinstance(loaded, dict):
+        yield loaded
         return
+    entry, inputs = loaded
     if args is None:
         yield {"output": ""}
         return
-    for index, args_text in enumerate(args):
+    _match_recursion_limit(limits)
+    for index, call_args in enumerate(inputs):
         if index:
             _next_cpu_budget(limits)
-        message = _guarded(functools.partial(call_entry, entry, args_text, limits), limits)
+        message = _guarded(functools.partial(call_entry, entry, call_args, limits), limits)
         yield message
         if "error" in message:
             return
@@ -175,6 +251,39 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def serve_job(request_fd: int, result_fd: int) -> NoReturn:
+    """Entry point of a blank job process: wait for its request, then run it (``run_job``).
+
+    The request is the first job data this process holds; it comes from the supervisor, after the fork.
+    """
+    status = 72
+    try:
+        request = _read_request(request_fd)
+        os.close(request_fd)
+        limits = SandboxLimits(**request["limits"])
+        args = request["args"]
+        run_job(
+            request["program"],
+            None if args is None else tuple(args),
+            limits=limits,
+            result_fd=result_fd,
+            scratch_dir=request["scratch"],
+            nproc_limit=request["nproc"],
+        )
+    finally:
+        os._exit(status)
+
+
+def _read_request(fd: int) -> dict[str, Any]:
+    chunks = []
+    while chunk := os.read(fd, 1024 * 1024):
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    message = json.loads(data[4:].decode("utf-8", "surrogatepass"))
+    assert isinstance(message, dict)
+    return message
 
 
 def run_job(

@@ -9,15 +9,23 @@ determinism check must run under different, known seeds, so the supervisor refus
 Threat model
 ------------
 Covered:
-- State leaks between jobs: every request (one task, or one answer) runs in a fresh fork
-  (``child.run_job``), so changes to builtins or pre-imported modules die with that process. Within a
-  request the calls of ``f`` run in order in one process, as in a plain Python run (forking per call
-  cost about twice the CPU); after a call that fails, the remaining calls get a fresh fork.
+- State leaks between jobs: every request (one task, or one answer) runs in its own job process, forked
+  *in advance* from a zygote that never holds any job's data: the zygote is forked from the supervisor
+  before the first request is read, pre-imports and warms up, then only forks blank job processes. A
+  job process reads its own request from a private pipe after the fork and reports on another private
+  pipe to the supervisor (it is re-parented to the supervisor, which reaps it); so no job can find an
+  earlier job's program, inputs or outputs in memory it inherited, live or freed. Changes to builtins or
+  pre-imported modules die with the job process. Within a request the calls of ``f`` run in order in one
+  process, as in a plain Python run; after a call that fails, the remaining calls get a fresh job.
+- System V IPC: as PID 1 the supervisor owns the sandbox's private IPC namespace, and removes every
+  message queue, semaphore set and shared memory segment after each job, so none outlives the job that
+  made it (no channel between jobs, no memory pinned for the next one).
 - Runaway jobs: the wall-clock limit of each call is enforced here with a pidfd and ``poll`` (the
   deadline restarts when a call's result arrives); at the deadline the job's process group is killed.
   When the supervisor is PID 1 of its PID namespace it then kills every other process in the namespace
   (``kill(-1, SIGKILL)``) and reaps them all, so nothing outlives a job, and jobs cannot kill the
-  supervisor (init ignores SIGKILL from inside its namespace; other signals have no handler).
+  supervisor (init ignores SIGKILL from inside its namespace; other signals have no handler). The
+  zygote is spared; a dead zygote ends the supervisor (the backend replaces it).
   Elsewhere it kills the job's process group and reaps orphans as a child subreaper.
 - Memory: each job has its own address-space rlimit; where the sandbox has a memory cgroup (the docker
   backend), a job that the kernel's OOM killer ends is told apart from other kills by the cgroup's
@@ -26,7 +34,9 @@ Covered:
   a private pipe, read with a size cap and validated; only child-reportable error codes are accepted.
 - Tampering with the supervisor from a job: it is made non-dumpable (no ptrace, no /proc/<pid>/mem).
 - Leftover files: each job gets an empty scratch directory; before each job the whole scratch root is
-  emptied unless it holds nothing but that empty directory.
+  emptied unless it holds nothing but that empty directory. A job that locks or deepens its directory
+  cannot make the cleanup fail: a scratch root that cannot be emptied ends the supervisor (the backend
+  replaces the sandbox), never the next job's verdict.
 
 Not covered (the backend's isolation must supply these): network, filesystem visibility, other users'
 processes, kernel attack surface (no seccomp filter is installed here).
@@ -37,6 +47,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
+import functools
 import gc
 import importlib
 import json
@@ -44,6 +56,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import stat
 import sys
 import time
@@ -87,13 +100,23 @@ _PR_SET_CHILD_SUBREAPER = 36
 class Supervisor:
     """Runs requests one at a time; ``is_init`` selects the namespace-wide cleanup."""
 
-    def __init__(self, scratch_root: Path) -> None:
+    def __init__(self, scratch_root: Path, zygote: Zygote) -> None:
         self.scratch_root = scratch_root
+        self.zygote = zygote
         self.is_init = os.getpid() == 1
-        # As PID 1 only the supervisor itself is alive between jobs, so the namespace's process count
-        # (what RLIMIT_NPROC counts inside a user namespace) is exactly one before each fork.
-        self.base_processes = 1 if self.is_init else None
+        # As PID 1, between jobs only the supervisor, the zygote and one waiting job process are alive,
+        # so the namespace's process count (what RLIMIT_NPROC counts inside a user namespace) is known.
+        # RLIMIT_NPROC counts per user, so it is exact only in the sandbox's own user namespace.
+        self.base_processes = 3 if self.is_init and _own_user_namespace() else None
+        self.proc_visible = Path("/proc/self").exists()
         self.oom_counter = _OomCounter.find()
+        self.spare: JobProcess | None = None
+        self.single_process = False
+
+    def prepare(self) -> None:
+        """Have the next job process forked and waiting, so that a request does not wait for the fork."""
+        if self.spare is None:
+            self.spare = self.zygote.fork_job()
 
     def run(self, program: str, args: tuple[str, ...], limits: SandboxLimits) -> RunOutcome:
         started = time.monotonic()
@@ -122,33 +145,32 @@ class Supervisor:
         everything the job started.
         """
         scratch = self.scratch_root / "job"
-        # Checked right before the fork, so nothing a previous job left (even a stray process in a
+        # Checked right before the job starts, so nothing a previous job left (even a stray process in a
         # backend without a PID namespace) can reach this one.
         if not _only_empty_scratch(self.scratch_root, scratch):
             _empty_dir(self.scratch_root)
             scratch.mkdir(mode=0o700)
         oom_kills_before = None if self.oom_counter is None else self.oom_counter.read()
-        read_fd, write_fd = os.pipe()
-        nproc = None if self.base_processes is None else self.base_processes + limits.processes
+        process, self.spare = self.spare or self.zygote.fork_job(), None
+        nproc = None if self.base_processes is None else self.base_processes + limits.processes - 1
+        # As PID 1 with RLIMIT_NPROC at the namespace's count, a single-process job cannot fork at all, so
+        # killing its process leaves nothing behind.
+        self.single_process = nproc is not None and limits.processes == 1
         try:
-            pid = os.fork()
-            if pid == 0:
-                os.close(read_fd)
-                child.run_job(
-                    program,
-                    args,
-                    limits=limits,
-                    result_fd=write_fd,
-                    scratch_dir=str(scratch),
-                    nproc_limit=nproc,
-                )
-            os.close(write_fd)
-            try:
-                return self._collect(pid, read_fd, 1 if args is None else len(args), limits, oom_kills_before)
-            finally:
-                self._cleanup(pid)
+            process.start(
+                {
+                    "program": program,
+                    "args": None if args is None else list(args),
+                    "limits": dataclasses.asdict(limits),
+                    "scratch": str(scratch),
+                    "nproc": nproc,
+                }
+            )
+            expected = 1 if args is None else len(args)
+            return self._collect(process.pid, process.result_fd, expected, limits, oom_kills_before)
         finally:
-            os.close(read_fd)
+            os.close(process.result_fd)
+            self._cleanup(process.pid)
 
     def _collect(
         self, pid: int, read_fd: int, expected: int, limits: SandboxLimits, oom_kills_before: int | None
@@ -204,9 +226,155 @@ class Supervisor:
         with contextlib.suppress(ChildProcessError):  # already reaped by _collect
             os.waitpid(pid, 0)
         if self.is_init:
-            _kill_namespace()
+            _remove_sysv_ipc()
+            if self.proc_visible:
+                _kill_all_but(self.zygote.pid)
+            elif not self.single_process:
+                # The job could fork, and its processes may have left its process group: kill everything
+                # but PID 1 (the zygote too, which is then started afresh).
+                _kill_namespace()
         else:
-            _reap_orphans()
+            _reap_orphans(self.zygote.pid)
+        if not self.zygote.alive():
+            self.zygote.restart()
+
+
+class ZygoteError(RuntimeError):
+    """The zygote did not fork a job process; the supervisor cannot run jobs any more."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobProcess:
+    """A blank job process waiting for its request on ``request_fd``; it reports on ``result_fd``."""
+
+    pid: int
+    request_fd: int
+    result_fd: int
+
+    def start(self, request: protocol.JsonObject) -> None:
+        """Hand the job its request (the first and only data it gets from the supervisor)."""
+        try:
+            protocol.write_frame(self.request_fd, request)
+        except BrokenPipeError:
+            pass  # the job process died waiting; collecting it reports how
+        finally:
+            os.close(self.request_fd)
+
+
+class Zygote:
+    """The warm process that forks blank job processes; a fresh interpreter, never a fork of a supervisor.
+
+    It is exec'd (so it shares no memory with the supervisor, which has read requests) and receives the
+    two pipe ends of each job process over a socket (``SCM_RIGHTS``).
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.argv, self.env = argv, env
+        self.pid = 0
+        self.channel: socket.socket | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        self.stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - replaced by exec at once
+            try:
+                os.dup2(theirs.fileno(), ZYGOTE_FD, inheritable=True)
+                os.execve(self.argv[0], self.argv, self.env)
+            finally:
+                os._exit(127)
+        theirs.close()
+        self.pid, self.channel = pid, ours
+        if ours.recv(16) != b"ready":
+            raise ZygoteError("the zygote failed to start")
+
+    def stop(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = 0
+
+    def alive(self) -> bool:
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        return info is None
+
+    def fork_job(self) -> JobProcess:
+        for attempt in range(2):
+            try:
+                return self._fork_job()
+            except (OSError, ZygoteError) as exc:
+                if attempt:
+                    raise ZygoteError(f"no job process: {exc}") from None
+                _log("WARNING", "the zygote failed (%s); starting a new one", exc)
+                self.restart()
+        raise AssertionError("unreachable")
+
+    def _fork_job(self) -> JobProcess:
+        assert self.channel is not None
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
+        try:
+            socket.send_fds(self.channel, [b"fork"], [request_read, result_write])
+        finally:
+            os.close(request_read)
+            os.close(result_write)
+        self.channel.settimeout(_ZYGOTE_REPLY_S)
+        try:
+            reply = self.channel.recv(32)
+        except TimeoutError:
+            reply = b""
+        if not reply.isdigit():
+            os.close(request_write)
+            os.close(result_read)
+            raise ZygoteError("the zygote did not answer a fork request")
+        return JobProcess(int(reply), request_write, result_read)
+
+
+ZYGOTE_FD = 3
+"""Where the zygote finds its socket to the supervisor."""
+_ZYGOTE_REPLY_S = 5.0
+
+
+def zygote_main(channel: socket.socket) -> int:
+    """Fork a blank job process for every request on ``channel``; no job data ever reaches this process."""
+    channel.send(b"ready")
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(channel, 16, 2)
+        except OSError:
+            return 2
+        if len(fds) != 2:
+            return 0 if not fds else 2
+        request_fd, result_fd = fds
+        job_pid_read, job_pid_write = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            # A throw-away middle process: the job process it forks is re-parented to the supervisor (PID 1
+            # or the subreaper), which waits for it; the zygote only ever waits for this one.
+            job = os.fork()
+            if job == 0:
+                channel.close()
+                os.close(job_pid_read)
+                os.close(job_pid_write)
+                child.serve_job(request_fd, result_fd)
+            os.write(job_pid_write, str(job).encode())
+            os._exit(0)
+        os.close(request_fd)
+        os.close(result_fd)
+        os.close(job_pid_write)
+        job_pid = os.read(job_pid_read, 32)
+        os.close(job_pid_read)
+        os.waitpid(middle, 0)
+        channel.send(job_pid or b"failed")
 
 
 class _Reading:
@@ -353,8 +521,35 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
+def _own_user_namespace() -> bool:
+    """Whether this process is in a user namespace of its own (bubblewrap), not the host's (Docker).
+
+    Without /proc (bubblewrap mounts none) the answer is yes: the local backend always unshares the user."""
+    try:
+        mapping = Path("/proc/self/uid_map").read_text().split()
+    except OSError:
+        return True
+    return mapping != ["0", "0", "4294967295"]
+
+
+def _kill_all_but(zygote: int) -> None:
+    """As PID 1 with /proc: kill every process of the namespace but the zygote, and reap them."""
+    me = os.getpid()
+    while True:
+        pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+        strays = [pid for pid in pids if pid not in (me, zygote)]
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        reaped = _reap_orphans(zygote)
+        if not strays:
+            return
+        if not reaped:
+            time.sleep(0.001)  # killed but not yet dead, or not yet re-parented to PID 1
+
+
 def _kill_namespace() -> None:
-    """As PID 1: kill every other process of the namespace and reap until none is left."""
+    """As PID 1: kill every other process of the namespace (the zygote too) and reap until none is left."""
     while True:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
@@ -364,14 +559,49 @@ def _kill_namespace() -> None:
             return
 
 
-def _reap_orphans() -> None:
+def _reap_orphans(spare: int) -> bool:
+    """Reap every exited child but ``spare``, without blocking; whether any was reaped."""
+    reaped = False
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            # waitid with WNOWAIT first: a dead zygote must stay visible to ``Zygote.alive``.
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
+            return reaped
+        if info is None or info.si_pid == spare:
+            return reaped
+        os.waitpid(info.si_pid, 0)
+        reaped = True
+
+
+_IPC_RMID = 0
+_SYSV_IPC = (("shmctl", 14, 15), ("msgctl", 12, 13), ("semctl", 19, 20))
+"""Per kind: the call, its ``*_INFO`` command (highest index in use) and ``*_STAT_ANY`` (index to id,
+whatever the object's mode: a job may have made its own objects unreadable)."""
+
+
+def _remove_sysv_ipc() -> None:
+    """Remove every System V IPC object of the sandbox's private IPC namespace (no /proc needed)."""
+    libc = _libc()
+    buffer = ctypes.create_string_buffer(1024)  # larger than any of the kernel's *_ds and *info structs
+    for name, info, stat_any in _SYSV_IPC:
+        control = functools.partial(_ipc_control, getattr(libc, name), semaphores=name == "semctl")
+        highest = control(0, info, buffer)
+        for index in range(highest + 1):
+            ident = control(index, stat_any, buffer)
+            if ident >= 0 and control(ident, _IPC_RMID, None) != 0:
+                _log(
+                    "WARNING", "could not remove System V IPC object %d: errno %d", ident, ctypes.get_errno()
+                )
+
+
+def _ipc_control(call: Callable[..., int], ident: int, command: int, arg: object, *, semaphores: bool) -> int:
+    # semctl(id, semnum, cmd, arg) has a semaphore number before the command; the others do not.
+    return int(call(ident, 0, command, arg) if semaphores else call(ident, command, arg))
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _empty_dir(root: Path) -> None:
@@ -457,27 +687,29 @@ def _warm_up(limits: SandboxLimits) -> None:
     has to specialise, and objects created on first use, are such writes; done once here, before
     ``gc.freeze``, they are shared by every job instead (about 15% fewer faults and less CPU per job).
     """
+    main_module = sys.modules["__main__"]
     for _ in range(_WARM_UP_ROUNDS):
-        entry = child.load_entry(_WARM_UP_PROGRAM)
-        if not callable(entry):
-            raise RuntimeError(f"the warm-up program does not load: {entry}")
-        for args in _WARM_UP_ARGS:
+        loaded = child.load_entry(_WARM_UP_PROGRAM, _WARM_UP_ARGS)
+        if isinstance(loaded, dict):
+            raise RuntimeError(f"the warm-up program does not load: {loaded}")
+        entry, inputs = loaded
+        for args in inputs:
             message = child.call_entry(entry, args, limits)
             if "output" not in message:
-                raise RuntimeError(f"the warm-up call f({args}) failed: {message}")
+                raise RuntimeError(f"the warm-up call f{args} failed: {message}")
             child.encode_message(message)
-    sys.modules.pop(child.PROGRAM_MODULE, None)
+    sys.modules["__main__"] = main_module
     gc.collect()
 
 
-def _harden() -> None:
+def _harden(*, subreaper: bool) -> None:
     # With a handler, jobs could interrupt PID 1 by SIGINT; without one, init drops signals from inside.
     # Forked jobs inherit the default disposition (``child`` relies on that).
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-    if os.getpid() != 1 and libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if subreaper and os.getpid() != 1 and libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER, 1) failed")
 
 
@@ -508,25 +740,49 @@ def serve(supervisor: Supervisor, hash_seed: str, in_fd: int = 0, out_fd: int = 
         else:
             _log("ERROR", "unknown op %r, exiting", op)
             return 2
+        # The next job process is forked before the reply goes out, so that between requests the sandbox
+        # always holds exactly its supervisor, its zygote and one blank job process.
+        supervisor.prepare()
         protocol.write_frame(out_fd, reply)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="azr.executor.sandbox.supervisor")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp"), help="emptied after every job")
+    parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if sys.flags.ignore_environment or not os.environ.get("PYTHONHASHSEED", "").isdigit():
         _log("ERROR", "PYTHONHASHSEED must be set and honoured (do not run with -I or -E)")
         return 2
     hash_seed = os.environ["PYTHONHASHSEED"]
+    zygote_env = dict(os.environ)
     os.environ.clear()  # jobs get an empty environment; clearing it once here spares every job the work
-    _preimport()
-    _warm_up(SandboxLimits())
-    _harden()
-    gc.freeze()  # keeps the warm heap out of the collector, so forked jobs do not copy it page by page
+    if options.zygote:
+        child.REFERENCE_DEPTH = child.measure_reference_depth()
+        _preimport()
+        _warm_up(SandboxLimits())
+        _harden(subreaper=False)
+        gc.freeze()  # keeps the warm heap out of the collector, so forked jobs do not copy it page by page
+        return zygote_main(socket.socket(fileno=ZYGOTE_FD))
+    _harden(subreaper=True)
     options.scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     _empty_dir(options.scratch)
-    return serve(Supervisor(options.scratch), hash_seed)
+    zygote_argv = [sys.executable, *_interpreter_flags(), "-m", __spec__.name if __spec__ else "", "--zygote"]
+    supervisor = Supervisor(options.scratch, Zygote(zygote_argv, zygote_env))
+    supervisor.prepare()
+    return serve(supervisor, hash_seed)
+
+
+def _interpreter_flags() -> list[str]:
+    """The flags this interpreter runs under (``-s -P -B``), for the zygote to run under the same."""
+    flags = []
+    if sys.flags.no_user_site:
+        flags.append("-s")
+    if sys.flags.safe_path:
+        flags.append("-P")
+    if sys.flags.dont_write_bytecode:
+        flags.append("-B")
+    return flags
 
 
 if __name__ == "__main__":
