@@ -3,9 +3,15 @@
 1. Alignment: responses sampled with Hugging Face ``generate`` carry the sampler's log-probs; the trainer,
    scoring the padded batch, must find the same numbers on the same tokens. A response mask or a
    behaviour log-prob placed one column off, or a temperature applied differently, breaks this.
-2. Learning: each (role, task type) group has one prompt, a target completion rewarded +1 and distractors
-   rewarded -1. After a few dozen steps the target must be far more likely and every distractor less
-   likely, in both groups, with both engines. A sign error lowers the target instead.
+2. Learning: each (role, task type) group has one prompt, a target completion and three distractors, with
+   AZR-like rewards whose patterns differ between the groups: the proposer's target is learnable
+   (r_propose 0.75) and its distractors are not (0, 0, 0.25); the solver's target is well formatted but
+   wrong (-0.5) and its distractors are broken (-1). TRR++ whitens within each group, so both targets
+   rise, each more than any distractor of its group (distractors share tokens such as ``<answer>`` with
+   their target, so they need not fall). REINFORCE++ whitens over the whole batch, where the solver's -0.5 is
+   below the batch mean and the proposer's 0 above it: the solver's target would fall and the proposer's
+   distractors rise, so the test tells the two estimators apart (and a sign error fails it as well). It
+   learns at 1e-5, within 10x of the paper's learning rate.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from azr.core.experience import Experience
+from azr.trainer.algorithms import AlgoConfig
 from azr.trainer.config import TrainerConfig
 from azr.trainer.trainer import Trainer
 from tests.trainer.conftest import on_policy
@@ -36,6 +43,10 @@ TASKS = {
         ["def f(x):\n    return x", "print('hello')", "<answer>1</answer>"],
     ),
 }
+REWARDS = {  # (target, distractors): the two groups' patterns differ (see the module docstring)
+    ("solve", "deduction"): (-0.5, [-1.0, -1.0, -1.0]),
+    ("propose", "abduction"): (0.75, [0.0, 0.0, 0.25]),
+}
 
 
 def fixed_batch(model_dir: Path) -> list[Experience]:
@@ -45,7 +56,9 @@ def fixed_batch(model_dir: Path) -> list[Experience]:
         chat = [{"role": "user", "content": question}]
         prompt_text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         prompt = tok.encode(prompt_text, add_special_tokens=False)
-        for k, (text, reward) in enumerate([(target, 1.0)] + [(d, -1.0) for d in distractors]):
+        target_reward, distractor_rewards = REWARDS[(role, task_type)]
+        pairs = [(target, target_reward), *zip(distractors, distractor_rewards, strict=True)]
+        for k, (text, reward) in enumerate(pairs):
             response = tok.encode(text + "<|im_end|>", add_special_tokens=False)
             out.append(
                 Experience(
@@ -130,24 +143,46 @@ def test_trainer_scores_sampled_responses_like_the_sampler(
         assert metrics["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
 
 
-@pytest.mark.slow
+def train(trainer: Trainer, experiences: list[Experience], steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(completion) of each experience before and after ``steps`` training steps on the batch."""
+    before = completion_logprobs(trainer, experiences)
+    for _ in range(steps):  # on-policy: the sampler's weights are the trainer's of the step before
+        trainer.train_step(on_policy(trainer, experiences))
+    return before, completion_logprobs(trainer, experiences)
+
+
+LEARNING = {"lr": 1e-5, "mini_batch_size": 8, "micro_batch_size": 8}
+STEPS = 12
+
+
 @pytest.mark.parametrize(
-    "engine", [{"engine": "torch"}, {"engine": "deepspeed", "zero_stage": 1}], ids=["torch", "deepspeed-1"]
+    "engine",
+    [
+        pytest.param({"engine": "torch"}, id="torch"),
+        pytest.param({"engine": "deepspeed", "zero_stage": 1}, id="deepspeed-1"),
+    ],
 )
-def test_rewarded_completion_becomes_likely(
+def test_trr_raises_each_groups_target_above_its_distractors(
     make_config: Callable[..., TrainerConfig], tiny_model_dir: Path, engine: dict[str, Any]
 ) -> None:
     experiences = fixed_batch(tiny_model_dir)
-    trainer = Trainer(make_config(lr=3e-4, mini_batch_size=8, micro_batch_size=4, **engine))
-    before = completion_logprobs(trainer, experiences)
-    for _ in range(30):  # on-policy: the sampler's weights are the trainer's of the step before
-        metrics = trainer.train_step(on_policy(trainer, experiences))
-    after = completion_logprobs(trainer, experiences)
+    trainer = Trainer(make_config(**LEARNING, **engine))
+    before, after = train(trainer, experiences, STEPS)
+    for start in range(0, len(experiences), 4):  # each group: target first, then three distractors
+        target, distractors = slice(start, start + 1), slice(start + 1, start + 4)
+        gain = after - before
+        assert gain[target].min() > 0.5, (before, after)
+        assert gain[target].min() > gain[distractors].max(), (before, after)
+    assert trainer.state.policy_version == STEPS
 
-    rewards = torch.tensor([e.reward for e in experiences])
-    targets, distractors = rewards > 0, rewards < 0
-    assert (after[targets] - before[targets]).min() > 5.0, (before, after)
-    assert (after[distractors] < before[distractors]).all(), (before, after)
-    for start in range(0, len(experiences), 4):  # each group: the target is now the likeliest completion
-        assert int(after[start : start + 4].argmax()) == 0, (before, after)
-    assert metrics["trainer/policy_version"] == 30
+
+def test_reinforce_plus_plus_would_fail_the_trr_test(
+    make_config: Callable[..., TrainerConfig], tiny_model_dir: Path
+) -> None:
+    """The control: one global whitening lowers the solver's target and raises the proposer's distractors."""
+    experiences = fixed_batch(tiny_model_dir)
+    trainer = Trainer(make_config(**LEARNING, algo=AlgoConfig(estimator="reinforce++")))
+    before, after = train(trainer, experiences, STEPS)
+    solver_target, proposer_distractors = slice(0, 1), slice(5, 7)  # the two rewarded 0.0
+    assert (after[solver_target] < before[solver_target]).all(), (before, after)
+    assert (after[proposer_distractors] > before[proposer_distractors]).all(), (before, after)
