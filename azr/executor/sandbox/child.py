@@ -165,19 +165,14 @@ def _depth_probe(counter: list[int]) -> None:
     _depth_probe(counter)
 
 
-def _probe_depth(counter: list[int], limits: SandboxLimits) -> Message:
-    """Shaped like ``call_entry`` (one frame, then the call), so the probe starts where ``f`` starts."""
-    _depth_probe(counter)
-    return {}
-
-
 def _match_recursion_limit(limits: SandboxLimits) -> None:
     """Let ``f`` recurse exactly as deep as in a fresh run: the job's own frames below ``f`` are not
     the program's business."""
     if REFERENCE_DEPTH is None:
         return
     counter = [0]
-    _guarded(functools.partial(_probe_depth, counter, limits), limits)
+    # Through ``call_entry`` itself, so the probe's first frame sits exactly where ``f``'s will.
+    _guarded(functools.partial(call_entry, _depth_probe, (counter,), limits), limits)
     sys.setrecursionlimit(max(50, sys.getrecursionlimit() + REFERENCE_DEPTH - counter[0]))
 
 
