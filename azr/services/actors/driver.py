@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import threading
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -259,6 +260,9 @@ async def _drive(
 @contextmanager
 def _stop_on_sigint(schedule: Schedule) -> Iterator[None]:
     """First Ctrl-C: finish the steps in flight and stop; second: the default (KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed by the main thread (an embedding application)
+        return
     loop = asyncio.get_running_loop()
 
     def first() -> None:

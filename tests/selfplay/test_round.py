@@ -1,0 +1,150 @@
+"""One self-play round without Ray: the real executor pool, real Redis buffers and stream, the tiny model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import redis
+from transformers import PreTrainedTokenizerBase
+
+from azr.core.task import Role, Task, TaskType
+from azr.executor.errors import ErrorCode, ExecError
+from azr.executor.jobs import Job, JobResult, Judgement, Validation
+from azr.executor.pool import ExecutorPool
+from azr.rollout.config import RolloutConfig
+from azr.rollout.hf import HFSampler
+from azr.selfplay.local import SamplerGenerator
+from azr.services.store.keys import Keys
+from tests.selfplay.conftest import ScriptedGenerator, make_round
+
+pytestmark = [pytest.mark.anyio, pytest.mark.redis]
+
+DOUBLE = "def f(x):\n    return x * 2"
+
+
+def answer(body: str) -> str:
+    return f"<think>Let me work it out.</think>\n<answer>\n{body}\n</answer>"
+
+
+def script(prompt: str, n: int) -> list[str]:
+    """A policy with known behaviour: one valid deduction task, one forbidden abduction task, a broken
+    induction proposal; the doubling task solved once in two learnability rollouts, solved when asked
+    to solve it; the abduction zero seed answered wrongly; the induction zero seed answered with no
+    answer at all."""
+    if "write a new deduction task" in prompt:
+        return [answer(f"```python\n{DOUBLE}\n```\n```input\n3\n```")] * n
+    if "write a new abduction task" in prompt:
+        return [answer("```python\nimport os\ndef f(x):\n    return os.getcwd()\n```\n```input\n1\n```")] * n
+    if "write inputs and a message" in prompt:
+        return ["I am not sure what to do."] * n
+    if "return x * 2" in prompt:
+        return [answer("```output\n6\n```"), answer("```output\n7\n```")][:n]
+    if "find an input" in prompt:
+        return [answer("```input\n'Goodbye'\n```")] * n
+    return ["no answer"] * n
+
+
+async def test_a_round_rewards_each_response_as_the_paper_says(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    generator = ScriptedGenerator(tokenizer, script)
+    round_, buffers, stream = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer
+    )
+    result = await round_.run(step=5, policy_version=3)
+
+    rewards = {(e.role, e.task_type): e.reward for e in result.experiences}
+    assert rewards == {
+        (Role.PROPOSE, TaskType.DEDUCTION): 0.5,  # valid; solved in 1 of 2 rollouts: 1 - 0.5
+        (Role.PROPOSE, TaskType.ABDUCTION): -1.0,  # rejected by the executor (forbidden import)
+        (Role.PROPOSE, TaskType.INDUCTION): -1.0,  # broken format
+        (Role.SOLVE, TaskType.DEDUCTION): 1.0,  # the new task, newest first, answered right
+        (Role.SOLVE, TaskType.ABDUCTION): -0.5,  # well formatted, wrong
+        (Role.SOLVE, TaskType.INDUCTION): -1.0,  # no answer
+    }
+    assert all(e.policy_version == 3 and e.run_id == "test" for e in result.experiences)
+    assert stream.waiting() == len(result.experiences) == 6
+
+    (new,) = result.new_tasks
+    assert (new.program, new.inputs, new.outputs, new.step) == (DOUBLE, ("3",), ("6",), 5)
+    assert buffers.sizes()[TaskType.DEDUCTION] == 2  # the zero seed and the new task
+
+    m = result.metrics
+    assert m["propose/deduction/valid_rate"] == 1.0 and m["propose/abduction/valid_rate"] == 0.0
+    assert m["propose/deduction/learnability_mean"] == 0.5
+    assert m["solve/deduction/accuracy"] == 1.0 and m["solve/abduction/accuracy"] == 0.0
+    assert m["executor/errors/forbidden"] == 1.0
+    assert m["buffer/deduction/size"] == 2.0
+    assert m["propose/deduction/complexity_mean"] > 0
+    assert {s["role"] for s in result.samples} == {"propose", "solve"}
+
+
+class InfraFailingChecks:
+    """The real pool, except that every check of an abduction answer fails as the executor does when a
+    sandbox dies (``infra_error``): a fault that cannot be produced on demand."""
+
+    def __init__(self, pool: ExecutorPool) -> None:
+        self.pool = pool
+
+    async def validate(self, task: Task) -> Validation:
+        return await self.pool.validate(task)
+
+    async def check(self, task: Task, answer: str) -> Judgement:
+        if task.type is TaskType.ABDUCTION:
+            return Judgement(ok=False, correct=None, error=ExecError(ErrorCode.INFRA_ERROR, "sandbox died"))
+        return await self.pool.check(task, answer)
+
+    async def submit(self, job: Job) -> JobResult:
+        return await self.pool.submit(job)
+
+    def map(self, jobs):  # type: ignore[no-untyped-def]
+        return self.pool.map(jobs)
+
+
+async def test_an_infra_error_gives_no_reward_and_no_experience(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    round_, _, stream = make_round(
+        executor=InfraFailingChecks(pool),
+        generator=ScriptedGenerator(tokenizer, script),
+        client=client,
+        keys=keys,
+        tokenizer=tokenizer,
+    )
+    result = await round_.run(step=0, policy_version=0)
+    groups = {(e.role, e.task_type) for e in result.experiences}
+    assert (Role.SOLVE, TaskType.ABDUCTION) not in groups
+    assert len(groups) == 5
+    assert result.metrics["rewards/dropped"] == 1.0
+    assert result.metrics["executor/errors/infra_error"] == 1.0
+    assert stream.waiting() == 5
+
+
+@pytest.mark.slow
+async def test_a_round_with_the_tiny_model(
+    pool: ExecutorPool,
+    client: redis.Redis,
+    keys: Keys,
+    tokenizer: PreTrainedTokenizerBase,
+    tiny_model_dir: Path,
+) -> None:
+    """The real sampler end to end: every (role, type) group gets experiences whose tokens and log-probs
+    line up, and every metric is present and finite."""
+    sampler = HFSampler(tiny_model_dir, RolloutConfig(max_new_tokens=16, device="cpu"))
+    round_, _, stream = make_round(
+        executor=pool, generator=SamplerGenerator(sampler), client=client, keys=keys, tokenizer=tokenizer
+    )
+    result = await round_.run(step=0, policy_version=0)
+    assert {(e.role, e.task_type) for e in result.experiences} == {(r, t) for r in Role for t in TaskType}
+    for e in result.experiences:
+        assert 0 < len(e.response_ids) <= 16 and len(e.behaviour_logprobs) == len(e.response_ids)
+        assert all(lp <= 0 for lp in e.behaviour_logprobs)
+        assert -1.0 <= e.reward <= 1.0
+    assert stream.waiting() == len(result.experiences)
+    for t in TaskType:
+        for name in ("valid_rate", "reward_mean", "learnability_mean"):
+            assert math.isfinite(result.metrics[f"propose/{t.value}/{name}"])
+        assert math.isfinite(result.metrics[f"solve/{t.value}/accuracy"])
+    assert all(math.isfinite(v) for v in result.metrics.values())
