@@ -347,6 +347,7 @@ class ExperienceStream:
             self._config.ledger_max_ids,
         ]
         delay_s = 0.002
+        attempted: set[bytes] = set()  # written by a MULTI whose reply was lost, maybe
         while True:
             flags = self._admit(keys=[self._stream, self._keys.admitted()], args=[*head, *ids])
             if int(flags[0]) == -1:
@@ -356,18 +357,21 @@ class ExperienceStream:
             fresh = [(i, p) for i, p, f in zip(ids, payloads, flags, strict=True) if int(f)]
             fresh = list(dict(fresh).items())  # a second copy within the chunk is written once
             if not fresh:
-                return 0, len(ids)
+                by_us = len(attempted)  # an earlier round's MULTI did go through
+                return by_us, len(ids) - by_us
             now_ms = int(time.time() * 1000)
             pipe = self._writer.pipeline(transaction=True)
             for _, payload in fresh:
                 pipe.xadd(self._stream, {codec.FIELD: payload})
             pipe.zadd(self._keys.admitted(), {i: now_ms for i, _ in fresh}, nx=True)
+            pipe.zremrangebyrank(self._keys.admitted(), 0, -self._config.ledger_max_ids - 1)
             pipe.hincrby(self._keys.counters(), STREAM_ADDED, len(fresh))
             try:
                 pipe.execute()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if time.monotonic() > deadline:
                     raise
+                attempted.update(i for i, _ in fresh)
                 log.warning("adding experiences failed (%s); checking what was written and retrying", exc)
                 continue
             return len(fresh), len(ids) - len(fresh)
