@@ -51,7 +51,8 @@ class Task:
             ensure_ascii=False,
             separators=(",", ":"),
         )
-        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+        # surrogatepass: a lone surrogate in model text still hashes (it is refused later, with a reason)
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def induction_split(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Indices of the (visible, held-out) IO pairs of an induction task.
