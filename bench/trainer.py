@@ -1,25 +1,36 @@
-"""Trainer throughput: tokens/s and peak memory of ``Trainer.train_step``, torch vs DeepSpeed ZeRO-1/2.
+"""Trainer throughput and memory: ``Trainer.train_step`` against TRL's GRPO loss, one rank against two,
+and the LM head over the whole sequence against the response only.
 
 Models (random weights; only the shapes matter here):
 
 - ``tiny``: the tiny preset's model (~3.4 M parameters, ``azr.trainer.tiny``).
 - ``qwen2-100m``: a Qwen2-style model of ~100 M parameters: hidden 768, 12 layers, 12 query / 2 KV heads,
   MLP 2048, vocabulary 32768, tied embeddings.
+- ``wide-vocab``: Qwen2.5's vocabulary (152,064 tokens) on a thin decoder (hidden 64, 2 layers), so that
+  the LM head and its logits dominate memory as they do for a real model at long sequence lengths.
+
+Sections (each case runs in its own process, so that the peak RSS, ``ru_maxrss``, is that case's alone):
+
+1. engines: torch vs DeepSpeed ZeRO-1/2 on the tiny model (and the 100M model without ``--quick``);
+2. ours vs TRL: the same batch shape on the same tiny model, through ``Trainer.train_step`` and through
+   ``trl.GRPOTrainer.compute_loss`` (TRL's GRPO loss, ``loss_type="bnpo"``: token-mean, like ours), each
+   followed by gradient clipping and one AdamW step, micro-batches of the same size. "ours (same work)"
+   takes the PPO ratio's denominator from the batch (``old_logprobs="behaviour"``), as TRL does with one
+   iteration per generation; "ours (default)" first recomputes the old log-probs (one more forward pass);
+3. ranks: the same global batch on one rank and on two (gloo, torch DDP and ZeRO-2, one thread each);
+4. memory: ``wide-vocab`` at two sequence lengths, with and without the response-only LM head; the growth
+   of the peak over the loaded model is fitted linearly in tokens and extrapolated to 8 sequences of 8k
+   tokens (half prompt, half response). It covers the logits and the thin decoder's activations, not a
+   real decoder's, which come on top and are the same in both modes.
 
 Batches are shaped like the paper's: six (role, task type) groups with ``per_group`` responses each, every
-sequence ``prompt`` + ``response`` tokens long. The paper's batch is 6 x 64 responses with mini-batches of
-128 on GPUs; to run in minutes on two CPU cores the 100M case uses 6 x 1 sequences of 192 + 64 = 256 tokens
-and the tiny case 6 x 4 of them. One training step = scoring the batch for the old log-probs, then one
-optimizer step over the whole batch (a single mini-batch) in micro-batches of ``micro`` rows. Gradient
-checkpointing is off (on the CPU it only costs time). fp32 on the CPU.
+sequence ``prompt`` + ``response`` tokens long. fp32 on the CPU, gradient checkpointing off. Reported: the
+median step time over the measured steps after one warm-up step, tokens/s (real tokens of the batch / step
+time) and peak memory. The load average is recorded: other work on the machine skews every number here.
+TRL is an optional extra (``pip install -e .[trl]``); without it the TRL row is skipped.
 
-Each case runs in its own process, so that the peak RSS (``ru_maxrss``, which never decreases) is that
-case's alone. Reported: the median step time over the measured steps after one warm-up step, tokens/s
-(real tokens of the batch / step time) and peak memory. The load average is recorded: other work on the
-machine skews every number here.
-
-    python -m bench.trainer            # all cases (a few minutes on 2 cores)
-    python -m bench.trainer --quick    # tiny model only
+    python -m bench.trainer            # all cases (several minutes on 2 cores)
+    python -m bench.trainer --quick    # tiny model only, no memory section
 
 (Run it as a module: ``python bench/trainer.py`` would put ``bench/`` first on the import path, where
 ``bench/queue.py`` shadows the standard library's ``queue``.)
@@ -28,13 +39,15 @@ machine skews every number here.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,34 +57,100 @@ from azr.core.task import Role, TaskType
 
 RESULTS = Path(__file__).parent / "results" / "trainer.json"
 GROUPS = [(role, t) for role in Role for t in TaskType]
+EXTRAPOLATE_TOKENS = 8 * 8192
+"""The memory section extrapolates to 8 sequences of 8k tokens."""
 
 
 @dataclass(frozen=True)
 class Case:
+    section: str
+    label: str
     model: str
-    engine: str
-    zero_stage: int
     per_group: int
     prompt: int
     response: int
     micro: int
     steps: int
+    kind: str = "azr"
+    """"azr" (``Trainer.train_step``) or "trl" (``GRPOTrainer.compute_loss`` + AdamW)."""
+    engine: str = "torch"
+    zero_stage: int = 1
+    ranks: int = 1
+    old_logprobs: str = "recompute"
+    response_only: bool = True
 
     @property
-    def name(self) -> str:
-        engine = self.engine if self.engine == "torch" else f"deepspeed-z{self.zero_stage}"
-        return f"{self.model}/{engine}"
+    def sequences(self) -> int:
+        return len(GROUPS) * self.per_group
+
+    @property
+    def tokens(self) -> int:
+        return self.sequences * (self.prompt + self.response)
 
 
 def cases(quick: bool) -> list[Case]:
-    engines = [("torch", 0), ("deepspeed", 1), ("deepspeed", 2)]
-    out = [Case("tiny", e, z, per_group=4, prompt=192, response=64, micro=4, steps=3) for e, z in engines]
+    tiny = Case("engines", "", "tiny", per_group=4, prompt=192, response=64, micro=4, steps=3)
+    out = [
+        replace(tiny, label="tiny/torch"),
+        replace(tiny, label="tiny/deepspeed-z1", engine="deepspeed", zero_stage=1),
+        replace(tiny, label="tiny/deepspeed-z2", engine="deepspeed", zero_stage=2),
+    ]
     if not quick:
+        big = Case("engines", "", "qwen2-100m", per_group=1, prompt=192, response=64, micro=2, steps=2)
         out += [
-            Case("qwen2-100m", e, z, per_group=1, prompt=192, response=64, micro=2, steps=2)
-            for e, z in engines
+            replace(big, label="qwen2-100m/torch"),
+            replace(big, label="qwen2-100m/deepspeed-z1", engine="deepspeed", zero_stage=1),
+            replace(big, label="qwen2-100m/deepspeed-z2", engine="deepspeed", zero_stage=2),
         ]
+    versus = replace(tiny, section="ours vs TRL")
+    out += [
+        replace(versus, label="ours (same work)", old_logprobs="behaviour"),
+        replace(versus, label="ours (default)"),
+    ]
+    if importlib.util.find_spec("trl") is not None:
+        out.append(replace(versus, label="TRL GRPOTrainer", kind="trl"))
+    ranks = replace(tiny, section="ranks")
+    out += [
+        replace(ranks, label="torch, 1 rank"),
+        replace(ranks, label="torch DDP, 2 ranks", ranks=2),
+        replace(ranks, label="ZeRO-2, 1 rank", engine="deepspeed", zero_stage=2),
+        replace(ranks, label="ZeRO-2, 2 ranks", engine="deepspeed", zero_stage=2, ranks=2),
+    ]
+    if not quick:
+        wide = Case("memory", "", "wide-vocab", per_group=1, prompt=0, response=0, micro=6, steps=1)
+        for half in (32, 64):
+            for response_only in (False, True):
+                head = "response-only head" if response_only else "full head"
+                out.append(
+                    replace(
+                        wide,
+                        label=f"{head}, 6x{2 * half}",
+                        prompt=half,
+                        response=half,
+                        response_only=response_only,
+                    )
+                )
     return out
+
+
+MODEL_SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2-100m": {
+        "vocab_size": 32768,
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+    },
+    "wide-vocab": {
+        "vocab_size": 152064,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+}
 
 
 def build_model(name: str, root: Path) -> Path:
@@ -88,12 +167,7 @@ def build_model(name: str, root: Path) -> Path:
         return directory
     tok = AutoTokenizer.from_pretrained(tiny)
     config = Qwen2Config(
-        vocab_size=32768,
-        hidden_size=768,
-        intermediate_size=2048,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        num_key_value_heads=2,
+        **MODEL_SHAPES[name],
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         pad_token_id=tok.pad_token_id,
@@ -126,50 +200,178 @@ def experiences(case: Case, vocab: int) -> list[Any]:
     ]
 
 
-def run_case(case: Case, model_dir: Path) -> dict[str, Any]:
-    """One case in this process: build the trainer, one warm-up step, ``case.steps`` measured steps."""
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def run_ours(case: Case, model_dir: Path, rank: int = 0) -> dict[str, Any]:
+    """``case`` through ``Trainer.train_step`` on this rank: one warm-up step, ``case.steps`` measured."""
+    from azr.trainer.batch import shard
     from azr.trainer.config import TrainerConfig
     from azr.trainer.models import num_parameters
     from azr.trainer.trainer import Trainer
 
-    n = len(GROUPS) * case.per_group
     cfg = TrainerConfig(
         model=str(model_dir),
         device="cpu",
         engine=case.engine,  # type: ignore[arg-type]
-        zero_stage=max(case.zero_stage, 1),  # type: ignore[arg-type]
+        zero_stage=case.zero_stage,  # type: ignore[arg-type]
         gradient_checkpointing=False,
-        mini_batch_size=n,
+        mini_batch_size=case.sequences,
         micro_batch_size=case.micro,
         lr=1e-5,
+        old_logprobs=case.old_logprobs,  # type: ignore[arg-type]
+        response_only_lm_head=case.response_only,
     )
     trainer = Trainer(cfg)
-    batch = experiences(case, vocab=len(trainer.tokenizer))
+    loaded = peak_rss_bytes()
+    batch = shard(experiences(case, vocab=len(trainer.tokenizer)), rank, case.ranks)
     trainer.train_step(batch)
     steps = [trainer.train_step(batch) for _ in range(case.steps)]
-    step_s = statistics.median(m["perf/step_s"] for m in steps)
-    tokens = n * (case.prompt + case.response)
     return {
-        "case": case.name,
-        **asdict(case),
         "params_m": num_parameters(trainer.engine.module) / 1e6,
-        "sequences": n,
-        "tokens": tokens,
-        "step_s": step_s,
-        "tokens_per_s": tokens / step_s,
-        "peak_rss_mib": max(m["perf/peak_memory_bytes"] for m in steps) / 2**20,
+        "step_s": statistics.median(m["perf/step_s"] for m in steps),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "growth_bytes": peak_rss_bytes() - loaded,
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'case':<26}{'params':>9}{'batch':>14}{'step s':>9}{'tokens/s':>10}{'peak RSS MiB':>14}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        shape = f"{r['sequences']}x{r['prompt'] + r['response']}"
-        lines.append(
-            f"{r['case']:<26}{r['params_m']:>8.1f}M{shape:>14}{r['step_s']:>9.2f}"
-            f"{r['tokens_per_s']:>10.0f}{r['peak_rss_mib']:>14.0f}"
+def rank_main(rank: int, case_json: str, model_dir: str, port: int, out: str) -> None:
+    """One of ``case.ranks`` processes; rank 0 writes its numbers to ``out``."""
+    import torch
+
+    case = Case(**json.loads(case_json))
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(case.ranks),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )  # fmt: skip
+    torch.set_num_threads(1)  # the ranks share the machine's cores
+    result = run_ours(case, Path(model_dir), rank)
+    if rank == 0:
+        Path(out).write_text(json.dumps(result))
+
+
+def run_ranks(case: Case, model_dir: Path) -> dict[str, Any]:
+    from torch.multiprocessing.spawn import spawn
+
+    from azr.trainer.distributed import free_port
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rank0.json"
+        spawn(  # type: ignore[no-untyped-call]
+            rank_main,
+            args=(json.dumps(asdict(case)), str(model_dir), free_port(), str(out)),
+            nprocs=case.ranks,
         )
+        return dict(json.loads(out.read_text()))
+
+
+def run_trl(case: Case, model_dir: Path) -> dict[str, Any]:
+    """The same batch through TRL's GRPO loss: micro-batches of ``case.micro`` rows, clip, one AdamW step."""
+    import time
+
+    import torch
+    from datasets import Dataset
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    from azr.trainer.models import num_parameters
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = GRPOConfig(
+            output_dir=tmp, use_cpu=True, per_device_train_batch_size=case.micro, num_generations=case.micro,
+            bf16=False, report_to=[], beta=0.0, loss_type="bnpo", save_strategy="no", learning_rate=1e-5,
+        )  # fmt: skip
+        trl = GRPOTrainer(
+            model=str(model_dir),
+            reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": ["unused"] * case.micro}),
+        )
+    model: Any = trl.model
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
+    loaded = peak_rss_bytes()
+    batch = experiences(case, vocab=int(model.config.vocab_size))
+    rewards = torch.tensor([e.reward for e in batch])
+    advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-6)  # (N,) as TRR++ gives them
+    micro = [list(range(i, min(i + case.micro, len(batch)))) for i in range(0, len(batch), case.micro)]
+    trl.current_gradient_accumulation_steps = len(micro)
+
+    def step() -> float:
+        start = time.perf_counter()
+        for rows in micro:
+            inputs = {
+                "prompt_ids": torch.tensor(np.stack([batch[i].prompt_ids for i in rows]), dtype=torch.long),
+                "completion_ids": torch.tensor(
+                    np.stack([batch[i].response_ids for i in rows]), dtype=torch.long
+                ),
+                "advantages": advantages[rows],
+            }
+            inputs["prompt_mask"] = torch.ones_like(inputs["prompt_ids"])
+            inputs["completion_mask"] = torch.ones_like(inputs["completion_ids"])
+            trl.compute_loss(model, inputs).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    step()
+    times = [step() for _ in range(case.steps)]
+    return {
+        "params_m": num_parameters(model) / 1e6,
+        "step_s": statistics.median(times),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "growth_bytes": peak_rss_bytes() - loaded,
+    }
+
+
+def run_case(case: Case, model_dir: Path) -> dict[str, Any]:
+    if case.kind == "trl":
+        result = run_trl(case, model_dir)
+    elif case.ranks > 1:
+        result = run_ranks(case, model_dir)
+    else:
+        result = run_ours(case, model_dir)
+    return {
+        **asdict(case),
+        **result,
+        "sequences": case.sequences,
+        "tokens": case.tokens,
+        "tokens_per_s": case.tokens / result["step_s"],
+    }
+
+
+def memory_extrapolation(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per mode: the peak's growth over the loaded model, fitted linearly in tokens, at 8 x 8k tokens."""
+    out = []
+    for response_only in (False, True):
+        points = sorted((r["tokens"], r["growth_bytes"]) for r in rows if r["response_only"] == response_only)
+        if len(points) < 2:
+            continue
+        (t0, m0), (t1, m1) = points[0], points[-1]
+        per_token = (m1 - m0) / (t1 - t0)
+        out.append(
+            {
+                "mode": "response-only head" if response_only else "full head",
+                "bytes_per_token": per_token,
+                "extrapolated_gib": (m0 + per_token * (EXTRAPOLATE_TOKENS - t0)) / 2**30,
+            }
+        )
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'case':<28}{'params':>9}{'batch':>10}{'step s':>9}{'tokens/s':>10}{'peak RSS MiB':>14}"
+    lines: list[str] = []
+    for section in dict.fromkeys(r["section"] for r in rows):
+        lines += ["", f"[{section}]", head, "-" * len(head)]
+        for r in (r for r in rows if r["section"] == section):
+            shape = f"{r['sequences']}x{r['prompt'] + r['response']}"
+            lines.append(
+                f"{r['label']:<28}{r['params_m']:>8.1f}M{shape:>10}{r['step_s']:>9.2f}"
+                f"{r['tokens_per_s']:>10.0f}{r['peak_rss_bytes'] / 2**20:>14.0f}"
+            )
     return "\n".join(lines)
 
 
@@ -177,7 +379,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model only")
+    parser.add_argument("--quick", action="store_true", help="tiny model only, no memory section")
+    parser.add_argument("--only", help="run the sections whose name contains this text")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one case (JSON) and print its row
     parser.add_argument("--models", default=str(Path(tempfile.gettempdir()) / "azr-bench-models"))
     args = parser.parse_args()
@@ -189,6 +392,8 @@ def main() -> None:
     load_start = os.getloadavg()
     rows = []
     for case in cases(args.quick):
+        if args.only and args.only not in case.section:
+            continue
         build_model(case.model, root)
         proc = subprocess.run(
             [sys.executable, "-m", "bench.trainer", "--models", str(root), "--one", json.dumps(asdict(case))],
@@ -197,16 +402,23 @@ def main() -> None:
             check=False,
         )
         if proc.returncode != 0:
-            sys.exit(f"{case.name} failed:\n{proc.stderr[-3000:]}")
+            sys.exit(f"{case.section}/{case.label} failed:\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        print(f"done {case.name}: {rows[-1]['step_s']:.2f} s/step", file=sys.stderr)
+        print(f"done {case.section}/{case.label}: {rows[-1]['step_s']:.2f} s/step", file=sys.stderr)
     print(table(rows))
+    memory = memory_extrapolation([r for r in rows if r["section"] == "memory"])
+    for m in memory:
+        print(
+            f"memory, {m['mode']}: {m['bytes_per_token'] / 2**10:.0f} KiB per token -> "
+            f"{m['extrapolated_gib']:.1f} GiB at 8 x 8k tokens (152k vocabulary)"
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "load_avg_start": load_start,
         "load_avg_end": os.getloadavg(),
         "cpus": os.cpu_count(),
         "rows": rows,
+        "memory_extrapolation": memory,
     }
     RESULTS.write_text(json.dumps(payload, indent=1))
     print(f"wrote {RESULTS}")
