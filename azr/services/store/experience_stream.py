@@ -498,7 +498,7 @@ class ExperienceStream:
         args: list[EncodableT] = []
         for d in unique:
             args += [d.entry_id, d.experience.id]
-        keys = [self._stream, self._keys.trained(), self._keys.inflight(), self._keys.held()]
+        keys = [self._stream, self._keys.trained(), self._keys.inflight()]
         flags = self._hold(keys=keys, args=args)
         kept = []
         for d, flag in zip(unique, flags, strict=True):

@@ -49,7 +49,8 @@ class Keys:
         return f"{self.prefix}:experiences:inflight"
 
     def held(self) -> str:
-        """Hash: entry id -> size of the batch it was last delivered in (to bisect a failed batch)."""
+        """Hash: entry id -> size of the batch it failed in, kept for entries of failed batches only (to
+        bisect them)."""
         return f"{self.prefix}:experiences:held"
 
     def strikes(self) -> str:

@@ -102,9 +102,9 @@ return flags
 """
 )
 
-# KEYS: stream, trained, inflight, held. ARGV: then (entry id, experience id) pairs, the candidates of
-# one read. Marks each as in flight and returns a flag per pair: 1 keep, 0 drop (already trained, or
-# another copy of the experience is in flight). Running it again gives the same answer.
+# KEYS: stream, trained, inflight. ARGV: (entry id, experience id) pairs, the candidates of one read.
+# Marks each as in flight and returns a flag per pair: 1 keep, 0 drop (already trained, or another copy of
+# the experience is in flight). Running it again gives the same answer.
 HOLD = (
     _SLICES
     + """
@@ -114,7 +114,7 @@ for i = 1, #ARGV, 2 do
   exps[#exps + 1] = ARGV[i + 1]
 end
 local trained, holders = mget('ZMSCORE', KEYS[2], exps), mget('HMGET', KEYS[3], exps)
-local flags, marks, sizes = {}, {}, {}
+local flags, marks = {}, {}
 for j, entry in ipairs(entries) do
   local other = holders[j]
   local keep = not trained[j]
@@ -129,31 +129,31 @@ for j, entry in ipairs(entries) do
     flags[#flags + 1] = 0
   end
 end
-local kept = #marks / 2
-for j = 2, #marks, 2 do
-  sizes[#sizes + 1] = marks[j]
-  sizes[#sizes + 1] = kept
-end
-if kept > 0 then
-  mput('HSET', KEYS[3], marks)
-  mput('HSET', KEYS[4], sizes)
-end
+if #marks > 0 then mput('HSET', KEYS[3], marks) end
 return flags
 """
 )
 
 # KEYS: stream, held, strikes, counters. ARGV: group, consumer, min idle ms, n. Takes over up to n entries
-# whose lease lapsed from other consumers. A failed batch comes back in halves: at most half the size of
-# the batch the first one was lost in, so that a failure is finally blamed on a single entry; an entry lost
-# while delivered alone gets a strike. Returns {id, {fields}, strikes, deliveries, ...}.
+# whose lease lapsed, all from one other consumer. A failed batch comes back in halves, so that a failure
+# is finally blamed on a single entry: at most half the size of the batch the entries failed in (what
+# their consumer held, or, for entries that failed before, the size recorded in ``held`` when they were
+# last reclaimed). An entry that failed in a batch of one gets a strike. Returns {id, {fields}, strikes,
+# deliveries, ...}.
 CLAIM = f"""
 local rows = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', tonumber(ARGV[3]), '-', '+',
   4 * tonumber(ARGV[4]))
-local limit, ids, info = tonumber(ARGV[4]), {{}}, {{}}
+local victim, limit, ids, info = nil, tonumber(ARGV[4]), {{}}, {{}}
 for _, row in ipairs(rows) do
-  if row[2] ~= ARGV[2] then
-    local size = tonumber(redis.call('HGET', KEYS[2], row[1]) or '0')
-    if #ids == 0 and size > 0 then limit = math.min(limit, math.max(1, math.ceil(size / 2))) end
+  if row[2] ~= ARGV[2] and (victim == nil or row[2] == victim) then
+    if victim == nil then
+      -- what the failed consumer held is the batch its entries failed in (unless recorded before)
+      victim = row[2]
+      local all = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000, victim)
+      for _, held in ipairs(all) do redis.call('HSETNX', KEYS[2], held[1], #all) end
+    end
+    local size = tonumber(redis.call('HGET', KEYS[2], row[1]))
+    if #ids == 0 then limit = math.min(limit, math.max(1, math.ceil(size / 2))) end
     if #ids >= limit then break end
     local strikes = tonumber(redis.call('HGET', KEYS[3], row[1]) or '0')
     if size == 1 then strikes = redis.call('HINCRBY', KEYS[3], row[1], 1) end
@@ -171,7 +171,9 @@ for _, entry in ipairs(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(
     out[#out + 1] = info[entry[1]][2]
   end
 end
-if #out > 0 then redis.call('HINCRBY', KEYS[4], '{STREAM_RECLAIMED}', #out / 4) end
+local taken = #out / 4
+for i = 1, #out, 4 do redis.call('HSET', KEYS[2], out[i], taken) end
+if taken > 0 then redis.call('HINCRBY', KEYS[4], '{STREAM_RECLAIMED}', taken) end
 return out
 """
 
