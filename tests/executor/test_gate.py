@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
+import types
 
 import pytest
 
@@ -144,7 +146,7 @@ ATTACKS = [
         "attribute",
     ),
     ("code-object", "def f(x):\n    return f.__code__.co_consts", F, "attribute"),
-    ("format-string-attribute", "def f(x):\n    return '{0.__class__.__mro__}'.format(x)", F, "'__class__'"),
+    ("format-string-attribute", "def f(x):\n    return '{0.__class__.__mro__}'.format(x)", F, "{0.__class__"),
     ("fstring-dunder", "def f(x):\n    return f'{x.__class__}'", F, "'__class__'"),
     (
         "match-class-dunder",
@@ -238,7 +240,7 @@ ALLOWED = {
         import heapq, bisect, re, string, operator
         from typing import List, Optional
         from fractions import Fraction
-        from math import *
+        from math import floor, gcd
 
         def f(words: List[str], k: int) -> Optional[list]:
             counts = Counter(w.lower() for w in words)
@@ -293,9 +295,46 @@ ALLOWED = {
             except ZeroDivisionError as e:
                 return str(e)
     """,
-    "strings-mentioning-os-and-sys": """
+    "strings-mentioning-os-sys-and-inspect": """
         def f(s):
-            return s.replace("os", "sys").format(1)
+            return "{} - {}".format(s.replace("os", "sys"), "inspect the builtins and importlib")
+    """,
+    "private-attributes-the-program-defines": """
+        class Stack:
+            def __init__(self):
+                self._items = []
+                self.__size = 0
+
+            def _push(self, x):
+                self._items.append(x)
+                self.__size += 1
+
+        def f(xs):
+            s = Stack()
+            for x in xs:
+                s._push(x)
+            return s._items
+    """,
+    "format-with-literal-templates": """
+        def f(xs, d):
+            show = "{}!".format
+            head = str.format("{0}:{1:>{2}}", "n", len(xs), 4)
+            tail = "{a}/{b}".format_map(d)
+            return [show(x) for x in xs], head, tail, f"{xs!r:>10}", '{"json": [1, 2]}'
+    """,
+    "module-names-and-submodules": """
+        import collections.abc
+        import typing as t
+        from collections import abc
+        from collections.abc import Iterable
+        import string
+
+        def f(x: t.Optional[int]):
+            return (
+                isinstance(x, collections.abc.Sized),
+                isinstance(x, abc.Hashable) and isinstance(x, Iterable),
+                string.ascii_lowercase[:3],
+            )
     """,
     "regex": """
         import re
@@ -334,13 +373,117 @@ def test_caps_come_from_the_policy() -> None:
     assert small is not None and small.code == F
     few_nodes = check_program(program, GatePolicy(max_ast_nodes=3))
     assert few_nodes is not None and few_nodes.code == F
-    with_os = GatePolicy(allowed_imports=DEFAULT_POLICY.allowed_imports | {"os"})
-    assert check_program("import os.path\ndef f(x):\n    return x", with_os) is None
+    with_os = GatePolicy(
+        allowed_imports=DEFAULT_POLICY.allowed_imports | {"os"},
+        module_attributes={
+            **DEFAULT_POLICY.module_attributes,
+            "os": frozenset(),
+            "os.path": frozenset({"join"}),
+        },
+    )
+    assert check_program("import os.path\ndef f(x):\n    return os.path.join(x)", with_os) is None
+    getcwd = check_program("import os\ndef f(x):\n    return os.getcwd()", with_os)
+    assert getcwd is not None and "'getcwd'" in getcwd.message
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"max_program_chars": 0}, {"max_ast_nodes": 0}, {"entry_name": "not a name"}]
+    "kwargs",
+    [
+        {"max_program_chars": 0},
+        {"max_ast_nodes": 0},
+        {"entry_name": "not a name"},
+        {"allowed_imports": frozenset({"os"})},
+    ],
 )
 def test_policy_rejects_nonsense(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match=r"must|identifier"):
+    with pytest.raises(ValueError, match=r"must|identifier|module_attributes"):
         GatePolicy(**kwargs)  # type: ignore[arg-type]
+
+
+# Ways around a module allowlist: allowed modules re-export forbidden ones, and names can be built at
+# run time. (id, program, a fragment the message must name); every one must be FORBIDDEN.
+BYPASSES = [
+    ("star-import-re", "from re import *\ndef f(x):\n    return x", "star import"),
+    ("star-import-typing", "from typing import *\ndef f(x):\n    return sys.modules", "star import"),
+    ("typing-sys", "import typing\ndef f(x):\n    return typing.sys.modules['os']", "'sys'"),
+    ("enum-sys", "import enum\ndef f(x):\n    return enum.sys.argv", "'sys'"),
+    ("enum-builtins", "import enum\ndef f(x):\n    return enum.bltns.open('/etc/passwd')", "'bltns'"),
+    ("from-enum-builtins", "from enum import bltns\ndef f(x):\n    return bltns", "'bltns'"),
+    ("dataclasses-builtins", "import dataclasses\ndef f(x):\n    return dataclasses.builtins", "'builtins'"),
+    ("dataclasses-inspect", "from dataclasses import inspect\ndef f(x):\n    return x", "'inspect'"),
+    (
+        "json-codecs-open",
+        "import json\ndef f(x):\n    return json.codecs.open('/etc/passwd').read()",
+        "'codecs'",
+    ),
+    ("json-alias-codecs", "import json as j\ndef f(x):\n    return j.codecs", "'codecs'"),
+    ("dataclasses-thread", "import dataclasses\ndef f(x):\n    return dataclasses._thread", "'_thread'"),
+    ("from-dataclasses-thread", "from dataclasses import _thread\ndef f(x):\n    return x", "'_thread'"),
+    ("functools-rlock", "from functools import RLock\ndef f(x):\n    return x", "'RLock'"),
+    ("statistics-random", "import statistics\ndef f(x):\n    return statistics.random.random()", "'random'"),
+    (
+        "statistics-urandom",
+        "import statistics\ndef f(x):\n    return statistics.random._urandom(8)",
+        "'_urandom'",
+    ),
+    ("fractions-sys", "from fractions import sys\ndef f(x):\n    return x", "'sys'"),
+    ("textwrap-re-private", "import textwrap\ndef f(x):\n    return textwrap.re._compiler", "'_compiler'"),
+    ("collections-private-sys", "import collections\ndef f(x):\n    return collections._sys", "'_sys'"),
+    ("submodule-not-listed", "import json.decoder\ndef f(x):\n    return x", "'json.decoder'"),
+    ("module-as-value", "import typing\ndef f(x):\n    m = typing\n    return m.sys", "'typing'"),
+    ("module-in-list", "import typing\ndef f(x):\n    return [typing][0].sys", "'sys'"),
+    ("getattr-module", "import typing\ndef f(x):\n    return getattr(typing, 'List')", "'typing'"),
+    ("attribute-sys-of-object", "def f(x):\n    return x.sys", "'sys'"),
+    ("private-attribute-of-object", "import re\ndef f(x):\n    return re.compile(x)._x", "'_x'"),
+    (
+        "get-type-hints-evaluates",
+        "import typing\ndef g(x: 'ev' + 'al'):\n    pass\ndef f(x):\n    return typing.get_type_hints(g)",
+        "'get_type_hints'",
+    ),
+    ("forward-ref", "from typing import ForwardRef\ndef f(x):\n    return ForwardRef(x)", "'ForwardRef'"),
+    (
+        "formatter-attribute-chain",
+        "import string\ndef f(x):\n    return string.Formatter().get_field('0.real', [x], {})",
+        "'Formatter'",
+    ),
+    (
+        "formatter-vformat",
+        "from string import Formatter\ndef f(x):\n    return Formatter().vformat('{0.real}', [x], {})",
+        "'Formatter'",
+    ),
+    ("format-attribute-field", "def f(x):\n    return '{0.real}'.format(x)", "{0.real}"),
+    ("format-index-field", "def f(x):\n    return '{0[0]}'.format(x)", "{0[0]}"),
+    ("format-nested-spec-field", "def f(x):\n    return '{0:{1.real}}'.format(x, 3)", "{1.real}"),
+    ("format-computed-template", "def f(x, t):\n    return t.format(x)", "'format'"),
+    ("format-computed-via-str", "def f(x, t):\n    return str.format(t, x)", "'format'"),
+    ("format-map-field", "def f(d):\n    return '{a.real}'.format_map(d)", "{a.real}"),
+    ("format-map-computed", "def f(d, t):\n    return t.format_map(d)", "'format_map'"),
+    ("format-method-as-value", "def f(x, t):\n    g = t.format\n    return g(x)", "'format'"),
+    ("template-in-string-constant", "def f(x):\n    t = '{0.real}'\n    return t.upper()", "{0.real}"),
+    ("json-load-file", "import json\ndef f(x):\n    return json.load(x)", "'load'"),
+]
+
+
+@pytest.mark.parametrize(("program", "fragment"), [b[1:] for b in BYPASSES], ids=[b[0] for b in BYPASSES])
+def test_bypass_is_refused(program: str, fragment: str) -> None:
+    error = check_program(program)
+    assert error is not None, "the gate let the program through"
+    assert error.code == F, error.message
+    assert fragment in error.message
+
+
+@pytest.mark.parametrize("text", ["inspect", "import os, sys", "importlib and builtins", "subprocess"])
+def test_module_words_in_strings_are_text(text: str) -> None:
+    assert check_program(f"def f(x):\n    return x + {text!r}") is None
+
+
+def test_module_lists_hold_real_names_and_no_modules() -> None:
+    """Every listed name exists, none is a module, and none is a function that reaches files or code."""
+    dangerous = {open, eval, exec, compile, __import__, getattr, vars, globals}
+    for module_name, names in DEFAULT_POLICY.module_attributes.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            value = getattr(module, name)
+            assert not isinstance(value, types.ModuleType), f"{module_name}.{name} is a module"
+            assert not any(value is d for d in dangerous), f"{module_name}.{name} is {value!r}"
+        assert not any(n.startswith("_") for n in names), module_name
