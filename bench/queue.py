@@ -4,27 +4,32 @@ Experiences are 1,000 tokens (prompt 300 + response 700, with a log-prob per res
 batches and read + acknowledged in batches, as the rollout workers and the trainer do:
 
 - produce: one producer adds every experience (no consumer running, no backpressure);
-- consume: one consumer reads and acknowledges them all;
+- consume: one consumer reads, renews its lease (as the learner does before its optimizer step) and
+  acknowledges them all;
 - pipeline: a producer process and a consumer process at once, with the default backpressure
   (``max_pending``), timed from start until the consumer has acknowledged the last one.
 
 Buffer latency is per call on a full buffer (16,384 tasks): ``sample_uniform(6)`` (proposer references),
 ``solver_batch(64)`` (B=64 solver tasks) and ``add`` at the cap (admits one, evicts the oldest).
 
-    .venv/bin/python -m bench.queue [--experiences 40960] [--batch 256] [--url redis://...]
+    .venv/bin/python -m bench.queue [--experiences 40960] [--batch 256] [--url redis://... | --embedded]
 
-Prints a table and writes bench/results/queue.json. Target: >= 20,000 experiences/s on loopback.
+``--embedded`` runs against a private redis-server with the production settings (AOF, fsync every
+second) instead of ``--url``. Prints a table and writes bench/results/queue.json. Target: >= 20,000
+experiences/s on loopback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import multiprocessing as mp
 import os
 import platform
 import secrets
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +46,7 @@ from azr.core.task import Role, Task, TaskType
 from azr.services.config import BufferConfig, RedisConfig, StreamConfig
 from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffer
+from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.experience_stream import ExperienceStream
 from azr.services.store.keys import Keys
 
@@ -91,7 +97,8 @@ class Side:
     batch: int
 
     def stream(self, consumer: str) -> ExperienceStream:
-        return ExperienceStream(connect(RedisConfig(url=self.url)), Keys(self.prefix), self.config, consumer)
+        client = connect(RedisConfig(url=self.url, persistence="ignore"))
+        return ExperienceStream(client, Keys(self.prefix), self.config, consumer)
 
 
 Report: TypeAlias = "Queue[tuple[str, float]]"
@@ -113,6 +120,7 @@ def consume(stream: ExperienceStream, total: int) -> None:
     while done < total:
         got = stream.read(current_version=0)
         done += len(got)
+        stream.renew(got)
         stream.ack(got)
 
 
@@ -232,10 +240,18 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=16_384)
     parser.add_argument("--repeats", type=int, default=2_000)
     parser.add_argument("--url", default=RedisConfig().url)
+    parser.add_argument("--embedded", action="store_true", help="start a private redis-server with AOF")
     args = parser.parse_args()
-    total = args.experiences - args.experiences % args.batch
+    with contextlib.ExitStack() as stack:
+        if args.embedded:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="azr-bench-redis-")))
+            args.url = stack.enter_context(EmbeddedRedis(directory)).url
+        run(args)
 
-    client = connect(RedisConfig(url=args.url))
+
+def run(args: argparse.Namespace) -> None:
+    total = args.experiences - args.experiences % args.batch
+    client = connect(RedisConfig(url=args.url, persistence="ignore"))
     load_before = os.getloadavg()
     rates = alone_phases(client, total, args.batch)
     rates["pipeline"] = pipeline_phase(args.url, client, total, args.batch)
@@ -243,7 +259,8 @@ def main() -> None:
     load_after = os.getloadavg()
 
     tokens = f"{PROMPT_TOKENS}+{RESPONSE_TOKENS}"
-    print(f"\nexperience stream: {total} experiences of {tokens} tokens, batch {args.batch}")
+    where = "private redis-server, AOF everysec" if args.embedded else args.url
+    print(f"\nexperience stream: {total} experiences of {tokens} tokens, batch {args.batch}, on {where}")
     print(f"{'phase':<10}{'experiences/s':>15}{'target':>8}{'client CPU us/exp':>19}{'Redis CPU us/exp':>18}")
     for phase, r in rates.items():
         verdict = "ok" if r["per_s"] >= TARGET_PER_S else "BELOW"
@@ -258,6 +275,7 @@ def main() -> None:
     print(f"\nload average (1 min) before/after: {load} on {os.cpu_count()} CPUs")
 
     info: dict[str, Any] = client.info("server")
+    aof: dict[str, Any] = client.info("persistence")
     result = {
         "experiences": total,
         "tokens_per_experience": PROMPT_TOKENS + RESPONSE_TOKENS,
@@ -271,6 +289,7 @@ def main() -> None:
             "load_avg_before": load_before,
             "load_avg_after": load_after,
             "redis_version": info.get("redis_version"),
+            "redis_aof": bool(aof.get("aof_enabled")),
             "hiredis": redis.utils.HIREDIS_AVAILABLE,
             "python": platform.python_version(),
         },
