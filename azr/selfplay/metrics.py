@@ -4,7 +4,8 @@ Every key is present every step (zero when nothing happened), so a chart or a ``
 meets a missing series: per task type ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,
 complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean}``, ``buffer/<type>/size``; one
 ``executor/errors/<class>`` per executor error class; ``rewards/dropped`` (responses the executor could not
-judge); ``response/length_mean`` in tokens; ``perf/{generate,execute,store}_s``.
+judge); ``response/length_mean`` in tokens; ``perf/{generate,execute,store}_s`` (generation split into
+``perf/generate_propose_s`` and ``perf/generate_solve_s``, the learnability rollouts and answers).
 """
 
 from __future__ import annotations
@@ -107,7 +108,9 @@ class RoundMetrics:
         out |= {
             "rewards/dropped": c["rewards/dropped"],
             "response/length_mean": _mean(v["response/length"]),
-            "perf/generate_s": c["perf/generate_s"],
+            "perf/generate_s": c["perf/generate_propose_s"] + c["perf/generate_solve_s"],
+            "perf/generate_propose_s": c["perf/generate_propose_s"],
+            "perf/generate_solve_s": c["perf/generate_solve_s"],
             "perf/execute_s": c["perf/execute_s"],
             "perf/store_s": c["perf/store_s"],
         }

@@ -152,7 +152,7 @@ class SelfPlayRound:
                 requests.append(fitted)
         start = time.perf_counter()
         completions = await self.generator.generate([ids for _, ids in requests], 1)
-        metrics.time("generate_s", start)
+        metrics.time("generate_propose_s", start)
         proposals = []
         for (request, ids), (completion,) in zip(requests, completions, strict=True):
             parsed = parse_proposal(
@@ -213,7 +213,7 @@ class SelfPlayRound:
             self.generator.generate([ids for _, _, ids in fitting], n),
             self.generator.generate([ids for _, ids in solve_tasks], 1),
         )
-        metrics.time("generate_s", start)
+        metrics.time("generate_solve_s", start)
         solves = [
             Solve(task, ids, completion, self._parse_answer(task, completion))
             for (task, ids), (completion,) in zip(solve_tasks, solve_out, strict=True)

@@ -1,0 +1,244 @@
+"""``azr selfplay`` end to end: the real command in a subprocess, with real Ray, Redis, the local executor and
+the tiny model; then faults a user or an operator would meet, injected from outside as they would happen.
+
+Each run is the tiny preset made smaller (one task per type, 16-token completions) so that a step takes
+seconds; the checks read what the run leaves behind: metrics.jsonl, samples.jsonl, checkpoints, and the
+run's Redis (its AOF), where the trained-id ledger proves that every experience was trained exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from azr.services.store.embedded import EmbeddedRedis
+from azr.services.store.keys import Keys
+
+pytestmark = [pytest.mark.slow, pytest.mark.redis]
+
+TYPES = ("deduction", "abduction", "induction")
+STEP_KEYS = [
+    "step",
+    "policy_version",
+    "time_s",
+    *(
+        f"propose/{t}/{k}"
+        for t in ("deduction", "abduction", "induction")
+        for k in ("valid_rate", "reward_mean")
+    ),
+    *(f"propose/{t}/learnability_mean" for t in ("deduction", "abduction", "induction")),
+    *(f"solve/{t}/{k}" for t in ("deduction", "abduction", "induction") for k in ("accuracy", "reward_mean")),
+    *(f"buffer/{t}/size" for t in ("deduction", "abduction", "induction")),
+    "executor/errors/infra_error",
+    "executor/errors/syntax_error",
+    "train/pg_loss",
+    "train/entropy",
+    "train/kl",
+    "train/clip_frac",
+    "train/grad_norm",
+    "perf/tokens_per_s",
+    "perf/step_s",
+    "perf/generate_s",
+    "perf/execute_s",
+    "perf/train_s",
+    "perf/publish_s",
+    "perf/trainer_idle_ratio",
+    "batch/staleness_max",
+]
+RUN_TIMEOUT_S = 420
+
+
+def small(model: Path) -> list[str]:
+    return [
+        "--preset",
+        "tiny",
+        "--no-progress",
+        "--set",
+        f"model={json.dumps(str(model))}",
+        "--set",
+        "selfplay.batch_size=1",
+        "--set",
+        "rollout.max_new_tokens=16",
+        "--set",
+        "roles.n_learnability_rollouts=2",
+        "--set",
+        "trainer.checkpoint_interval=1",
+        "--set",
+        "executor.workers=1",
+        "--set",
+        "ray.num_cpus=2",
+    ]
+
+
+class Run:
+    """``azr selfplay`` as a subprocess, with what it wrote."""
+
+    def __init__(self, out: Path, args: Sequence[str]) -> None:
+        self.out = out
+        self.log = (out.parent / f"{out.name}.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "azr", "selfplay", "--out", str(out), *args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        )
+
+    def steps(self) -> list[dict[str, float]]:
+        path = self.out / "metrics.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def wait_for_steps(self, count: int) -> None:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while len(self.steps()) < count:
+            assert self.proc.poll() is None, f"the run ended early:\n{self.output()}"
+            assert time.monotonic() < deadline, f"no step {count} in {RUN_TIMEOUT_S} s:\n{self.output()}"
+            time.sleep(0.5)
+
+    def finish(self) -> int:
+        try:
+            return self.proc.wait(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"the run did not finish in {RUN_TIMEOUT_S} s:\n{self.output()}") from None
+        finally:
+            self.log.close()
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return (self.out.parent / f"{self.out.name}.log").read_text(errors="replace")[-6000:]
+
+    def actor_processes(self, name: str) -> list[psutil.Process]:
+        """The run's actor processes of one class (Ray names them ``ray::<Class>...``)."""
+        found = []
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            try:
+                if any(part.startswith(f"ray::{name}") for part in child.cmdline()):
+                    found.append(child)
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "run"
+
+
+def assert_well_formed(steps: list[dict[str, float]], *, max_staleness: int) -> None:
+    for record in steps:
+        missing = [k for k in STEP_KEYS if k not in record]
+        assert not missing, f"step {record.get('step')} lacks {missing}"
+        assert all(record[k] is not None and math.isfinite(record[k]) for k in STEP_KEYS)
+        assert record["batch/staleness_max"] <= max_staleness
+    versions = [r["policy_version"] for r in steps]
+    assert versions == sorted(versions), f"the policy version went backwards: {versions}"
+
+
+def ledger(run_dir: Path) -> dict[str, int]:
+    """The run's stream bookkeeping, read from its Redis (restarted from the AOF it left behind)."""
+    with EmbeddedRedis(run_dir / "redis") as server:
+        client = redis.Redis.from_url(server.url)
+        keys = Keys("azr")
+        counters = {k.decode(): int(v) for k, v in client.hgetall(keys.counters()).items()}
+        out = {
+            "ledger": int(client.zcard(keys.trained())),
+            "waiting": int(client.xlen(keys.experiences())),
+            "added": counters.get("stream/added", 0),
+            "trained": counters.get("stream/trained", 0),
+            "stale": counters.get("stream/stale_dropped", 0),
+        }
+        client.close()
+    return out
+
+
+def assert_exactly_once(run_dir: Path) -> None:
+    books = ledger(run_dir)
+    assert books["waiting"] == 0, books
+    assert books["trained"] == books["ledger"], f"an experience was counted as trained twice: {books}"
+    assert books["ledger"] + books["stale"] == books["added"], f"an experience was lost: {books}"
+
+
+def test_async_run_then_resume(run_dir: Path, tiny_model_dir: Path) -> None:
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "3"])
+    assert run.finish() == 0, run.output()
+    steps = run.steps()
+    assert [r["step"] for r in steps] == [0, 1, 2]
+    assert_well_formed(steps, max_staleness=1)
+    assert [r["policy_version"] for r in steps] == [1, 2, 3]
+    assert max(r["batch/staleness_max"] for r in steps) == 1, "rollouts overlapped training"
+    assert (run_dir / "samples.jsonl").read_text().strip()
+    assert (run_dir / "checkpoints" / "step-00000003").is_dir()
+    assert list((run_dir / "tensorboard").iterdir())
+    assert "metrics:" in run.output() and "checkpoints:" in run.output()
+
+    again = Run(run_dir, ["--resume", "--steps", "4", "--no-progress"])
+    assert again.finish() == 0, again.output()
+    steps = again.steps()
+    assert [r["step"] for r in steps] == [0, 1, 2, 3], "the resumed run continues at its step count"
+    assert steps[-1]["policy_version"] > steps[-2]["policy_version"]
+    assert_exactly_once(run_dir)
+
+
+def test_sync_run_trains_only_on_the_current_policy(run_dir: Path, tiny_model_dir: Path) -> None:
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--sync"])
+    assert run.finish() == 0, run.output()
+    steps = run.steps()
+    assert len(steps) == 2
+    assert_well_formed(steps, max_staleness=0)
+    assert [r["rollout/policy_version"] for r in steps] == [0, 1]
+
+
+@pytest.mark.parametrize("actor", ["RolloutWorker", "LearnerActor"])
+def test_a_killed_actor_is_restarted_and_the_run_finishes(
+    actor: str, run_dir: Path, tiny_model_dir: Path
+) -> None:
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "4"])
+    run.wait_for_steps(1)
+    (victim,) = run.actor_processes(actor)
+    victim.send_signal(signal.SIGKILL)
+    assert run.finish() == 0, run.output()
+    steps = run.steps()
+    assert [r["step"] for r in steps] == [0, 1, 2, 3]
+    assert_well_formed(steps, max_staleness=1)
+    assert_exactly_once(run_dir)
+
+
+def test_ctrl_c_stops_cleanly_with_a_checkpoint(run_dir: Path, tiny_model_dir: Path) -> None:
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "50"])
+    run.wait_for_steps(1)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish() == 0, run.output()
+    assert "(stopped)" in run.output()
+    done = len(run.steps())
+    assert 1 <= done < 50
+    assert (run_dir / "checkpoints" / f"step-{done:08d}").is_dir()
+
+
+def test_a_redis_outage_is_ridden_out(run_dir: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")
+    url = server.start()
+    try:
+        run = Run(run_dir, [*small(tiny_model_dir), "--steps", "3", "--redis-url", url])
+        run.wait_for_steps(1)
+        server.kill()
+        time.sleep(3)
+        server.restart()
+        assert run.finish() == 0, run.output()
+        assert len(run.steps()) == 3
+        assert_well_formed(run.steps(), max_staleness=1)
+    finally:
+        server.stop()
