@@ -74,6 +74,18 @@ PARITY = [
     ("class A:\n    pass\ndef f(x):\n    return repr(A)", "0"),
     ("def f(x, y):\n    return [x / y, 0.1 + 0.2, -0.0]", "1, 3"),
     ("import math\ndef f(x):\n    return sorted({math.floor(v) for v in x})", "[2.5, -1.5, 2.0]"),
+    # the deepest recursion CPython allows f and a helper: one frame more or less is a different verdict
+    (
+        "def f(x):\n    c = [0]\n    def p():\n        c[0] += 1\n        p()\n"
+        "    try:\n        p()\n    except RecursionError:\n        pass\n    return c[0]",
+        "0",
+    ),
+    ("def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)", "998"),
+    (
+        "def f(n):\n    try:\n        return 0 if n == 0 else 1 + f(n - 1)\n"
+        "    except RecursionError:\n        return -n",
+        "999",
+    ),
 ]
 
 

@@ -165,15 +165,11 @@ def _depth_probe(counter: list[int]) -> None:
     _depth_probe(counter)
 
 
-def _match_recursion_limit(limits: SandboxLimits) -> None:
+def _match_recursion_limit(probed_depth: int) -> None:
     """Let ``f`` recurse exactly as deep as in a fresh run: the job's own frames below ``f`` are not
-    the program's business."""
-    if REFERENCE_DEPTH is None:
-        return
-    counter = [0]
-    # Through ``call_entry`` itself, so the probe's first frame sits exactly where ``f``'s will.
-    _guarded(functools.partial(call_entry, _depth_probe, (counter,), limits), limits)
-    sys.setrecursionlimit(max(50, sys.getrecursionlimit() + REFERENCE_DEPTH - counter[0]))
+    the program's business. ``probed_depth`` is how deep ``_depth_probe`` got from where ``f`` is called."""
+    if REFERENCE_DEPTH is not None:
+        sys.setrecursionlimit(max(50, sys.getrecursionlimit() + REFERENCE_DEPTH - probed_depth))
 
 
 def measure_reference_depth() -> int | None:
@@ -227,7 +223,12 @@ def _messages(program: str, args: tuple[str, ...] | None, limits: SandboxLimits)
     if args is None:
         yield {"output": ""}
         return
-    _match_recursion_limit(limits)
+    if REFERENCE_DEPTH is not None:
+        # Probed from this frame, through ``call_entry`` itself, so that its first frame sits exactly where
+        # ``f``'s will (one helper frame more and ``f`` could recurse one level deeper than in CPython).
+        counter = [0]
+        _guarded(functools.partial(call_entry, _depth_probe, (counter,), limits), limits)
+        _match_recursion_limit(counter[0])
     for index, call_args in enumerate(inputs):
         if index:
             _next_cpu_budget(limits)
