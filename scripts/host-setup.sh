@@ -66,6 +66,8 @@ setup_docker() {
 }
 
 need_pkg util-linux mount bubblewrap
+# The dashboard's browser tests: Debian's headless Chromium and its WebDriver (never a downloaded browser).
+need_pkg chromium chromium-driver fonts-dejavu-core
 start_redis
 if [[ "${AZR_SKIP_DOCKER:-0}" == 1 ]]; then
     log "AZR_SKIP_DOCKER=1: skipping dockerd and the sandbox image"

@@ -13,6 +13,7 @@ tasks this process has seen admitted (evicted ones included), not among the task
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import math
 from collections import deque
@@ -81,6 +82,7 @@ class Curriculum:
         self._user_seeds: deque[_SeedSeen] = deque(maxlen=USER_SEEDS_KEPT)
         self._fingerprint: object = None
         self.snapshot_json: bytes = b""
+        self.snapshot_gzip: bytes = b""
         self.version = 0
         """Bumped whenever ``snapshot_json`` changes."""
 
@@ -100,6 +102,9 @@ class Curriculum:
             self._fingerprint = fingerprint
             stats = self._build(counts, run_id, version, proposals)
             self.snapshot_json = stats.model_dump_json().encode()
+            # Compressed once here rather than once per request: the snapshot is read far more often
+            # than it changes.
+            self.snapshot_gzip = gzip.compress(self.snapshot_json, compresslevel=5)
             self.version += 1
         return records
 

@@ -62,7 +62,9 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_invalid)
 
 
+_PROBLEM_SCHEMA = {"schema": {"$ref": "#/components/schemas/Problem"}}
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "content": {PROBLEM_JSON: {}}} for code in (401, 404, 413, 422, 429, 503)
+    code: {"model": Problem, "content": {PROBLEM_JSON: _PROBLEM_SCHEMA}}
+    for code in (400, 401, 404, 413, 422, 429, 503)
 }
 """Responses every route may give, for the OpenAPI document."""

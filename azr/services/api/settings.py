@@ -27,8 +27,9 @@ class ApiSettings(BaseSettings):
     )
     token: SecretStr | None = Field(
         default=None,
-        description="Bearer token required on writes (POST, DELETE); unset means writes are open "
-        "(bind to 127.0.0.1 then).",
+        min_length=16,
+        description="Bearer token required on writes (POST, DELETE), at least 16 characters; unset means "
+        "writes are open (bind to 127.0.0.1 then).",
     )
     executor: Literal["pool", "service"] = Field(
         default="pool",

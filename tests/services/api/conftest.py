@@ -86,7 +86,8 @@ class ApiProcess:
         env = {"REDIS_URL": REDIS_URL, "REDIS_PREFIX": keys.prefix, "TOKEN": TOKEN, "REFRESH_S": 0.2}
         env |= {"EXECUTOR_ALLOW_UNISOLATED": "true", "EXECUTOR_TIMEOUT_S": 1.0}
         env |= {k.upper(): v for k, v in settings.items()}
-        self._env = {**os.environ, **{f"AZR_API_{k}": str(v) for k, v in env.items()}}
+        self._env = {k: v for k, v in os.environ.items() if not k.startswith("AZR_API_")}
+        self._env |= {f"AZR_API_{k}": str(v) for k, v in env.items() if v is not None}
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 60.0) -> ApiProcess:

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import gzip
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Response
 
 from azr.services.api.problems import ProblemError
 
@@ -23,13 +24,13 @@ def _own_file(name: str) -> bytes:
 
 
 @cache
-def _plotly_js() -> bytes:
+def _plotly_js_gzip() -> bytes:
+    """The library compressed once (about 4.7 MB raw, 1.4 MB compressed)."""
     try:
-        return resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+        raw = resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise ProblemError(
-            503, f"the charting library is not installed (pip install plotly): {exc}"
-        ) from None
+        raise ProblemError(503, f"the charting library is missing (pip install plotly): {exc}") from None
+    return gzip.compress(raw, compresslevel=6)
 
 
 @router.get("/")
@@ -43,5 +44,14 @@ async def static(name: Literal["app.js", "app.css"]) -> Response:
 
 
 @router.get("/vendor/plotly.min.js")
-async def plotly_js() -> Response:
-    return Response(_plotly_js(), media_type="text/javascript", headers=_CACHE)
+async def plotly_js(accept_encoding: Annotated[str | None, Header()] = None) -> Response:
+    packed = _plotly_js_gzip()
+    if "gzip" in (accept_encoding or ""):
+        headers = {**_CACHE, "Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+        return Response(packed, media_type="text/javascript", headers=headers)
+    return Response(gzip.decompress(packed), media_type="text/javascript", headers=_CACHE)
+
+
+@router.get("/favicon.ico")
+async def favicon() -> Response:
+    return Response(status_code=204)

@@ -21,13 +21,21 @@ _ENTRY_ID = r"^\d{1,20}-\d{1,20}$"
 
 
 @router.get("", response_model=Stats, responses=PROBLEM_RESPONSES, summary="Curriculum statistics")
-async def read_stats(state: State) -> Response:
+async def read_stats(
+    state: State, accept_encoding: Annotated[str | None, Header(include_in_schema=False)] = None
+) -> Response:
     """Per type and over steps: buffer sizes by origin, proposal validity and error classes, solve rate,
     learnability, complexity and diversity, rewards, KL, entropy, response length, throughput, policy
     version and staleness. Built incrementally from the store; at most ``refresh_s`` old."""
-    if not state.curriculum.snapshot_json:
+    curriculum = state.curriculum
+    if not curriculum.snapshot_json:
         await state.refresh()
-    return Response(state.curriculum.snapshot_json, media_type="application/json")
+    if "gzip" in (accept_encoding or ""):
+        headers = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+        return Response(curriculum.snapshot_gzip, media_type="application/json", headers=headers)
+    return Response(
+        curriculum.snapshot_json, media_type="application/json", headers={"Vary": "Accept-Encoding"}
+    )
 
 
 @router.get(

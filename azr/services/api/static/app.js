@@ -15,10 +15,11 @@ let lastFetch = 0;
 
 function layout(xTitle, yTitle, extra) {
   return Object.assign({
-    margin: { l: 56, r: 16, t: 8, b: 72 },
+    margin: { l: 56, r: 16, t: 8, b: 96 },
     xaxis: { title: { text: xTitle }, automargin: true },
     yaxis: { title: { text: yTitle }, automargin: true, rangemode: "tozero" },
-    legend: { orientation: "h", y: -0.3, x: 0 },
+    // At the foot of the figure, below the x-axis title, however many rows it wraps to on a phone.
+    legend: { orientation: "h", yref: "container", y: 0, yanchor: "bottom", x: 0 },
     showlegend: true,
     font: { size: 11 },
     paper_bgcolor: "rgba(0,0,0,0)",
@@ -70,8 +71,8 @@ function renderCharts() {
     layout(step, "valid proposals (%)", { yaxis: { title: { text: "valid proposals (%)" }, range: [0, 100] } }));
   const errors = Object.entries(stats.error_classes).filter(([, n]) => n > 0);
   draw("chart-errors", errors.length ? [{
-    type: "bar", name: "errors", x: errors.map(([c]) => c), y: errors.map(([, n]) => n), marker: { color: "#b3261e" },
-  }] : [], layout("error class", "proposals rejected (count)", { showlegend: false }));
+    type: "bar", name: "rejections, all steps", x: errors.map(([c]) => c), y: errors.map(([, n]) => n), marker: { color: "#b3261e" },
+  }] : [], layout("error class", "proposals rejected (count)"));
   const learn = TYPES.filter((t) => stats.learnability[t].counts.some((c) => c > 0)).map((t) => {
     const h = stats.learnability[t];
     return {
@@ -94,7 +95,7 @@ function renderCharts() {
   draw("chart-kl", lines([
     { key: "train/kl", name: "KL to reference (nats)" },
     { key: "train/entropy", name: "entropy (nats/token)", trace: { yaxis: "y2" } },
-  ]), layout(step, "KL (nats)", { yaxis2: { title: { text: "entropy (nats/token)" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 72 } }));
+  ]), layout(step, "KL (nats)", { yaxis2: { title: { text: "entropy (nats/token)" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 96 } }));
   draw("chart-length", lines([{ key: "response/length_mean", name: "mean response length" }]), layout(step, "length (tokens)"));
   draw("chart-throughput", lines([{ key: "perf/tokens_per_s", name: "generated tokens per second" }]), layout(step, "throughput (tokens/s)"));
   draw("chart-step-time", lines([
@@ -106,7 +107,7 @@ function renderCharts() {
   draw("chart-policy", lines([
     { key: "policy_version", name: "policy version" },
     { key: "batch/staleness_max", name: "max staleness (versions)", trace: { yaxis: "y2" } },
-  ]), layout(step, "policy version", { yaxis2: { title: { text: "staleness (versions)" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 72 } }));
+  ]), layout(step, "policy version", { yaxis2: { title: { text: "staleness (versions)" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 96 } }));
 }
 
 function escapeHtml(text) {
