@@ -198,16 +198,17 @@ def test_a_lease_lost_to_a_reclaim_is_refused_at_renew_and_ack(client: redis.Red
 
 
 def test_a_kept_lease_outlives_a_long_step(client: redis.Redis, keys: Keys) -> None:
-    worker = ExperienceStream(client, keys, FAST, consumer="worker")
-    other = ExperienceStream(client, keys, FAST, consumer="other")
+    config = FAST.model_copy(update={"reclaim_idle_ms": 900})  # renewed every 300 ms: room for a busy CI
+    worker = ExperienceStream(client, keys, config, consumer="worker")
+    other = ExperienceStream(client, keys, config, consumer="other")
     worker.add([make_experience(i) for i in range(3)])
     batch = worker.read(current_version=0)
     with worker.keep_alive(batch) as keeper:
-        deadline = time.monotonic() + 3 * FAST.reclaim_idle_ms / 1000
-        while time.monotonic() < deadline:  # a step three leases long, while another consumer polls
+        deadline = time.monotonic() + 2 * config.reclaim_idle_ms / 1000
+        while time.monotonic() < deadline:  # a step two leases long, while another consumer polls
             assert len(other.read(current_version=0, block_ms=0)) == 0
             time.sleep(0.05)
-    assert keeper.renewals >= 3 and not keeper.lost
+    assert keeper.renewals >= 2 and not keeper.lost
     worker.renew(batch)
     assert worker.ack(batch).trained == 3
 
