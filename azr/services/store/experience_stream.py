@@ -125,7 +125,8 @@ class _Drops:
 class ExperienceStream:
     """One producer or consumer of the stream. Not shared between threads (it remembers what it has
     handed out); make one per thread, they are cheap, the state is in Redis. ``keep_alive`` is the one
-    call that works from a background thread."""
+    call that works from a background thread. A consumer name belongs to one live process at a time:
+    what a name holds when a new process takes it is treated as the previous process's failed batch."""
 
     def __init__(
         self,
@@ -157,6 +158,7 @@ class ExperienceStream:
                 f"({self._config.block_ms} ms), or blocking reads time out; raise redis.socket_timeout_s"
             )
         self._ensure_group()
+        self._retire_previous_process()
 
     # Producer side.
 
@@ -422,6 +424,22 @@ class ExperienceStream:
                 drops.rows.append((d.entry_id, STREAM_DUPLICATES, "", "", d.experience.id))
                 drops.duplicates += 1
         return kept
+
+    def _retire_previous_process(self) -> None:
+        """A consumer name that holds entries at start is one whose previous process died holding them
+        (a learner restarted under its fixed name): hand them over to be reclaimed as a failed batch."""
+        script = self._client.register_script(stream_scripts.RETIRE)
+        args: list[EncodableT] = [
+            self._config.group,
+            self.consumer,
+            f"{self.consumer}~retired",
+            self._config.reclaim_idle_ms + 1,
+        ]
+        retired = int(script(keys=[self._stream], args=args))
+        if retired:
+            log.info(
+                "%d experiences held by an earlier process named %s will be reclaimed", retired, self.consumer
+            )
 
     def _maybe_prune(self) -> None:
         """Forget consumers that hold nothing and have been idle long (one is left per dead process)."""

@@ -285,6 +285,24 @@ end
 return 0
 """
 
+# KEYS: stream. ARGV: group, consumer, retired consumer, idle ms. Hands what a consumer name holds at the
+# start of a process (its previous process died holding it) to a retired name, as idle as a lapsed lease,
+# so that it is reclaimed like any failed consumer's batch: in halves, with strikes. Returns the count.
+RETIRE = """
+local ids = {}
+for _, row in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1000000, ARGV[2])) do
+  ids[#ids + 1] = row[1]
+end
+for i = 1, #ids, 1000 do
+  local args = {KEYS[1], ARGV[1], ARGV[3], 0, unpack(ids, i, math.min(i + 999, #ids))}
+  args[#args + 1] = 'IDLE'
+  args[#args + 1] = ARGV[4]
+  args[#args + 1] = 'JUSTID'
+  redis.call('XCLAIM', unpack(args))
+end
+return #ids
+"""
+
 # KEYS: stream. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that hold no
 # pending entries and have been idle that long; atomic, so a consumer cannot read between check and delete
 # (deleting a consumer drops its pending entries from the group for good).

@@ -237,6 +237,27 @@ def test_a_failed_batch_is_bisected_and_only_the_culprit_quarantined(client: red
     assert Counters(client, keys).get(quarantined(QuarantineReason.MAX_FAILURES)) == 1
 
 
+def test_a_learner_restarted_under_its_name_gets_its_batch_back_and_blames_a_poison(
+    client: redis.Redis, keys: Keys
+) -> None:
+    """A learner with a fixed consumer name that keeps dying on exp-1: each restart (a new object under
+    the same name) gets what the dead one held back at once, in halves, and exp-1 ends in quarantine."""
+    config = FAST.model_copy(update={"max_failures": 2})
+    ExperienceStream(client, keys, config).add([make_experience(i) for i in range(4)])
+    trained: list[str] = []
+    for _ in range(8):
+        learner = ExperienceStream(client, keys, config, consumer="learner")  # a new process
+        batch = learner.read(current_version=0, block_ms=0)
+        if not batch.deliveries and not learner.waiting():
+            break
+        if "exp-1" not in {d.experience.id for d in batch.deliveries}:
+            learner.ack(batch)
+            trained += [d.experience.id for d in batch.deliveries]
+    assert sorted(trained) == ["exp-0", "exp-2", "exp-3"]
+    (entry,) = learner.quarantined()
+    assert entry.reason is QuarantineReason.MAX_FAILURES and codec.decode(entry.fields).id == "exp-1"
+
+
 def test_stale_experiences_are_dropped_acked_and_counted(client: redis.Redis, keys: Keys) -> None:
     stream = ExperienceStream(client, keys, FAST.model_copy(update={"max_staleness": 1}))
     stream.add([make_experience(i, policy_version=v) for i, v in enumerate([0, 3, 4, 5, 2, 6])])
