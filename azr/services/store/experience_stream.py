@@ -16,19 +16,22 @@ Redis persists with an AOF (``connection.check_persistence``) and the learner fo
 
 - Producers: ``add`` is idempotent by experience id (a ledger of admitted ids, kept
   ``ledger_retention_s`` and at most ``ledger_max_ids``), so a producer may retry an add whose reply it did
-  not get; the copy is not written again.
+  not get; the copy is not written again. (Two producers adding one id at the same instant may both
+  write it; reads drop the second copy, see Copies.)
 - Leases: a read leases its entries to its consumer for ``reclaim_idle_ms``; ``renew`` (or
   ``keep_alive`` in the background) extends the lease. An entry whose lease lapsed (the consumer died,
-  hung, or lost Redis for that long) is reclaimed by the next read of another consumer.
+  hung, or lost Redis for that long) is reclaimed by the next read of another consumer. A consumer name
+  belongs to one live process: a process that takes over a name (a restarted learner) hands what the
+  name still holds to be reclaimed, as the failed batch of the process that died.
 - Fencing: ``renew`` and ``ack`` check, atomically in Redis, that every entry of the batch is still leased
   to the caller; if not they raise ``LeaseLostError`` and ``ack`` records nothing. ``ack`` records the ids
   as trained, acknowledges and deletes the entries in one script. So a step is either committed by its
   ack (and never trained again), or refused (and trained by whoever holds the lease); a learner killed
   between its step and its ack takes the step with it (the weights were never published).
-- One learner: nothing is ever trained twice or lost, whatever the timing (a pause longer than the lease
-  only means the batch is reclaimed by the same process's next read under a new lease after its ack was
-  refused). Several learners: each experience's step is committed by exactly one of them; a learner
-  whose ack is refused must drop the step it took on that batch.
+- One learner: no other consumer takes its entries, so a pause of any length (GC, checkpoint, a Redis
+  outage) never costs it its batch: nothing is trained twice or lost, whatever the timing. Several
+  learners: each experience's step is committed by exactly one of them, whatever the timing; a learner
+  whose ``renew`` or ``ack`` raises must drop the step it took on that batch.
 - Copies: a read drops an experience already trained or already in flight under another entry.
 - Retries: every call is safe to repeat, so the client retries connection errors, timeouts and LOADING
   (``connection.connect``): a retried ``ack`` returns its first answer (a token), entries delivered by a
@@ -42,8 +45,10 @@ Counters live in the metrics hash (``metrics.Counters``); ``health()`` gives the
 
 Backpressure: acknowledged entries are deleted, so the stream holds exactly the experiences waiting
 untrained. ``add`` writes a chunk once the waiting count plus the chunk fits within ``max_pending`` and
-the stream's memory plus the chunk within ``max_pending_bytes`` (checked in the same script that writes);
-until then it waits up to ``backpressure_timeout_s`` and raises ``BackpressureTimeoutError``.
+the stream's memory plus the chunk within ``max_pending_bytes``; until then it waits up to
+``backpressure_timeout_s`` and raises ``BackpressureTimeoutError``. The check and the write are two steps
+(a script doing both would copy every payload through Lua, which doubles Redis's cost per experience),
+so P producers racing for the last room can overshoot by at most P - 1 chunks.
 """
 
 from __future__ import annotations
