@@ -452,7 +452,7 @@ class ExperienceStream:
             return
         self._last_prune = time.monotonic()
         args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms]
-        self._prune(keys=[self._stream], args=args)
+        self._prune(keys=[self._stream, self._keys.acks()], args=args)
 
 
 def _entry_ids(batch: DeliveryBatch | Sequence[Delivery]) -> list[bytes]:

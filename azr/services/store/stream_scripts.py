@@ -303,15 +303,16 @@ end
 return #ids
 """
 
-# KEYS: stream. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that hold no
-# pending entries and have been idle that long; atomic, so a consumer cannot read between check and delete
-# (deleting a consumer drops its pending entries from the group for good).
+# KEYS: stream, acks. ARGV: group, own consumer name, min idle ms. Deletes consumers of the group that
+# hold no pending entries and have been idle that long, with their last ack; atomic, so a consumer cannot
+# read between check and delete (deleting a consumer drops its pending entries from the group for good).
 PRUNE = """
 for _, row in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
   local info = {}
   for i = 1, #row, 2 do info[row[i]] = row[i + 1] end
   if info['name'] ~= ARGV[2] and info['pending'] == 0 and info['idle'] > tonumber(ARGV[3]) then
     redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+    redis.call('HDEL', KEYS[2], info['name'])
   end
 end
 return 0

@@ -352,7 +352,10 @@ def test_idle_consumers_holding_nothing_are_forgotten(
     client: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("azr.services.store.experience_stream._PRUNE_EVERY_S", 0.0)
-    ExperienceStream(client, keys, FAST, consumer="ghost").read(current_version=0, block_ms=0)
+    ghost = ExperienceStream(client, keys, FAST, consumer="ghost")
+    ghost.add([make_experience(9)])
+    ghost.ack(ghost.read(current_version=0))  # leaves its last ack behind, then goes quiet
+    assert client.hexists(keys.acks(), "ghost")
     holder = ExperienceStream(client, keys, FAST, consumer="holder")
     holder.add([make_experience(0)])
     assert len(holder.read(current_version=0)) == 1  # pending on "holder" from now on
@@ -364,3 +367,4 @@ def test_idle_consumers_holding_nothing_are_forgotten(
 
     # "holder" had its entry reclaimed by that read; it is forgotten by the next prune, "ghost" already.
     assert "ghost" not in names() and "live" in names()
+    assert not client.hexists(keys.acks(), "ghost")
