@@ -25,8 +25,12 @@ setup: $(VENV)/.installed
 host:
 	bash scripts/host-setup.sh
 
+# The main job: the tiny preset's self-play for a few minutes on the CPU; ends by printing where the
+# metrics, samples and checkpoints are. RUN_ARGS adds options, e.g. RUN_ARGS="--steps 50 --sync".
+RUN_ARGS ?=
 run: setup
-	$(AZR) executor demo
+	bash scripts/host-setup.sh run
+	$(AZR) selfplay --preset tiny $(RUN_ARGS)
 
 test: setup host
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -159,7 +159,9 @@ class Learner:
             log.warning(
                 "learner step: no experience to train on (expected %d); the policy is unchanged", expected
             )
-            return {"train/skipped": 1.0}
+            return self._step_metrics(
+                {}, skipped=True, read_s=read_s, publish_s=0.0, checkpoint_s=0.0, idle_s=idle_s, busy_s=read_s
+            )
         with self.source.holding(leases):
             self.source.confirm(leases)
             metrics = self.trainer.train_step(experiences)
@@ -171,15 +173,36 @@ class Learner:
         self.trainer.save_checkpoint_if_due()
         now = time.perf_counter()
         self._idle_since = now
-        busy_s = now - start
+        return self._step_metrics(
+            metrics,
+            skipped=False,
+            read_s=read_s,
+            publish_s=publish_s,
+            checkpoint_s=now - checkpoint_start,
+            idle_s=idle_s,
+            busy_s=now - start,
+        )
+
+    def _step_metrics(
+        self,
+        metrics: dict[str, float],
+        *,
+        skipped: bool,
+        read_s: float,
+        publish_s: float,
+        checkpoint_s: float,
+        idle_s: float,
+        busy_s: float,
+    ) -> dict[str, float]:
+        """The same keys every step (zeros for a skipped one), then the trainer's own under ``trainer/``."""
         out = {key: sum(metrics.get(name, 0.0) for name in names) for key, names in TRAIN_KEYS.items()}
         return (
             out
             | {
-                "train/skipped": 0.0,
+                "train/skipped": float(skipped),
                 "perf/read_s": read_s,
                 "perf/publish_s": publish_s,
-                "perf/checkpoint_s": now - checkpoint_start,
+                "perf/checkpoint_s": checkpoint_s,
                 "perf/trainer_idle_ratio": idle_s / (idle_s + busy_s) if idle_s + busy_s > 0 else 0.0,
                 "policy_version": float(self.policy_version),
             }

@@ -87,7 +87,9 @@ def test_a_step_without_experiences_changes_nothing(
     tiny_model_dir: Path, tmp_path: Path, client: redis.Redis, keys: Keys
 ) -> None:
     learner, _, run_state = make_learner(tiny_model_dir, tmp_path, client, keys)
-    assert learner.step(expected=6) == {"train/skipped": 1.0}
+    metrics = learner.step(expected=6)
+    assert metrics["train/skipped"] == 1.0 and metrics["batch/size"] == 0.0
+    assert "train/pg_loss" in metrics, "a skipped step reports the same keys as any other"
     assert learner.policy_version == run_state.policy_version() == 0
 
 
