@@ -6,6 +6,13 @@ after ``socket_timeout_s`` and retries a command that failed with a connection e
 ``retry_deadline_s`` after its first attempt. Blind retries are only sound because every operation of the
 store is safe to repeat: adds carry an idempotency key, acks a token, reads recover what a lost reply
 delivered (see ``experience_stream``).
+
+Running Redis for training data: ``redis-server --appendonly yes --appendfsync everysec
+--maxmemory-policy noeviction`` with its directory on a persistent volume (``azr selfplay`` without a
+Redis URL starts such a server itself, see ``embedded``). Without the AOF a restart loses confirmed
+experiences and resets the run id and policy version; with RDB snapshots alone a restart reloads an old
+snapshot, so experiences are both lost and trained again; an eviction policy drops keys when memory is
+full. ``check_persistence`` looks at these settings when a client is made.
 """
 
 from __future__ import annotations
