@@ -115,8 +115,10 @@ class Learner:
     def resume(self, checkpoint_root: Path) -> bool:
         """Continue from the newest checkpoint under ``checkpoint_root``, if there is one.
 
-        The policy version never goes backwards: weights published after the checkpoint are lost with the
-        learner, so the restored weights are published at once as a version above every recorded one.
+        The policy version never goes backwards. A checkpoint is written after its weights were published,
+        so when no later version is recorded the restored weights are the published ones and keep their
+        version. When later versions were published (and lost with the learner), the restored weights are
+        published at once under a version above every recorded one, so no worker mistakes them for those.
         """
         checkpoint = latest_checkpoint(checkpoint_root)
         if checkpoint is not None:
@@ -124,10 +126,11 @@ class Learner:
         recorded = self.versions.current()
         if checkpoint is None and recorded == 0:
             return False
-        self.trainer.state.policy_version = max(self.trainer.state.policy_version, recorded) + 1
-        self._publish()
+        if recorded > self.trainer.state.policy_version or checkpoint is None:
+            self.trainer.state.policy_version = recorded + 1
+            self._publish()
         log.info(
-            "learner resumed from %s at step %d; republished its weights as policy version %d",
+            "learner resumed from %s at step %d with policy version %d",
             checkpoint,
             self.trainer.state.step,
             self.policy_version,

@@ -102,8 +102,12 @@ def test_resume_republishes_above_every_recorded_version(
     for seed in range(2):
         stream.add(experiences(12, version=learner.policy_version, seed=seed))
         learner.step(expected=12)
-    run_state.advance_policy_version(5)  # published by the learner that died after its checkpoint
 
+    same, _, _ = make_learner(tiny_model_dir, tmp_path, client, keys, interval=1)
+    assert same.resume(tmp_path / "checkpoints")
+    assert same.policy_version == run_state.policy_version() == 2, "the checkpoint's weights are v2's"
+
+    run_state.advance_policy_version(5)  # published by a learner that died before its next checkpoint
     restarted, _, _ = make_learner(tiny_model_dir, tmp_path, client, keys, interval=1)
     assert restarted.resume(tmp_path / "checkpoints")
     assert restarted.steps_done == 2

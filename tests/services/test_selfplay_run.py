@@ -165,11 +165,15 @@ def ledger(run_dir: Path) -> dict[str, int]:
     return out
 
 
-def assert_exactly_once(run_dir: Path) -> None:
+def assert_exactly_once(run_dir: Path, *, max_waiting: int = 0) -> None:
+    """Every experience added was trained once, dropped as stale (counted), or still waits in the stream
+    for the next run (after a learner restart the steps may end one round behind)."""
     books = ledger(run_dir)
-    assert books["waiting"] == 0, books
+    assert books["waiting"] <= max_waiting, books
     assert books["trained"] == books["ledger"], f"an experience was counted as trained twice: {books}"
-    assert books["ledger"] + books["stale"] == books["added"], f"an experience was lost: {books}"
+    assert books["ledger"] + books["stale"] + books["waiting"] == books["added"], (
+        f"an experience was lost: {books}"
+    )
 
 
 def test_async_run_then_resume(run_dir: Path, tiny_model_dir: Path) -> None:
@@ -214,7 +218,7 @@ def test_a_killed_actor_is_restarted_and_the_run_finishes(
     steps = run.steps()
     assert [r["step"] for r in steps] == [0, 1, 2, 3]
     assert_well_formed(steps, max_staleness=1)
-    assert_exactly_once(run_dir)
+    assert_exactly_once(run_dir, max_waiting=6)  # one round: a task per type, two roles
 
 
 def test_ctrl_c_stops_cleanly_with_a_checkpoint(run_dir: Path, tiny_model_dir: Path) -> None:
