@@ -9,14 +9,16 @@ Threat model. Programs, inputs, outputs and answers are untrusted text written b
   answer cannot bring an object with a lying ``__eq__``.
 - The text a sandbox returns is never trusted: every output is parsed again here with the same caps and
   rendered canonically; NaN, infinities and non-literals make the task invalid (``unsupported_value``).
-- Determinism: a task runs in two sandbox interpreters with different hash seeds (slots A and B) and their
-  canonical outputs must match, so set-order-dependent programs are ``nondeterministic``. A failed check
-  always yields an error, never a valid task with empty outputs.
+- Determinism: a task runs in several sandbox interpreters with different hash seeds (two, or all ten
+  of the pool when it may iterate a set: ``azr.executor.hash_order``), and their canonical outputs must
+  all match, so set-order-dependent programs are ``nondeterministic``. A failed check always yields
+  an error, never a valid task with empty outputs.
 - Gold outputs are returned whole; long values are never cut.
 - The static gate screens task programs and induction answer programs (when enabled). It is a quality
   filter; the sandbox backend is the security boundary.
 - ``infra_error`` from a backend is passed through as "could not judge", never as a verdict.
-- The work of one job is bounded: at most ``MAX_TASK_INPUTS`` argument lists per task.
+- The work of one job is bounded: at most ``MAX_TASK_INPUTS`` argument lists per task, each run at most
+  ``hash_order.SET_RUNS`` times.
 
 Not covered here: isolation of the running program (the backend's job) and the size of a job's text
 (callers cap lines; ``values`` caps literals; the gate caps programs). Answers are run once, in slot A:
@@ -35,6 +37,7 @@ from azr.core.task import Task, TaskType
 from azr.executor.backends.base import Backend
 from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.gate import check_program
+from azr.executor.hash_order import task_slots
 from azr.executor.jobs import Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
@@ -49,7 +52,7 @@ from azr.executor.values import (
 )
 
 MAX_TASK_INPUTS = 64
-"""Most argument lists one task may carry, which bounds one job at 2 x 64 sandboxed calls."""
+"""Most argument lists one task may carry, which bounds one job at ``SET_RUNS`` x 64 sandboxed calls."""
 _SHOWN_CHARS = 80
 """How much of an offending input an error message quotes."""
 
@@ -72,7 +75,7 @@ class Judge:
         return self._limits
 
     async def validate(self, task: Task) -> Validation:
-        """Run ``task`` in both hash-seed slots and return its gold outputs or why it is invalid."""
+        """Run ``task`` under its hash seeds and return its gold outputs or why it is invalid."""
         try:
             return Validation(await self._gold_outputs(task), None)
         except ExecutorError as failure:
@@ -95,20 +98,19 @@ class Judge:
         _require_input_count(task)
         self._screen(task.program)
         args = _argument_texts(task.inputs)
-        run_a, run_b = await asyncio.gather(
-            self._run(task.program, args, HashSeedSlot.A), self._run(task.program, args, HashSeedSlot.B)
-        )
-        _raise_first_error((run_a, run_b), len(args), task.inputs)
-        outputs_a = _trusted_outputs(run_a, self._limits)
-        outputs_b = _trusted_outputs(run_b, self._limits)
-        for index, (a, b) in enumerate(zip(outputs_a, outputs_b, strict=True)):
-            if a != b:
-                raise ExecutorError(
-                    ErrorCode.NONDETERMINISTIC,
-                    f"input {index} ({_shown(task.inputs[index])}) gives different outputs under "
-                    f"different hash seeds: {_cut(a)} vs {_cut(b)}",
-                )
-        return outputs_a
+        slots = task_slots(task.id, task.program, task.inputs)
+        runs = await asyncio.gather(*(self._run(task.program, args, slot) for slot in slots))
+        _raise_first_error(runs, len(args), task.inputs)
+        first, *others = (_trusted_outputs(run, self._limits) for run in runs)
+        for outputs in others:
+            for index, (a, b) in enumerate(zip(first, outputs, strict=True)):
+                if a != b:
+                    raise ExecutorError(
+                        ErrorCode.NONDETERMINISTIC,
+                        f"input {index} ({_shown(task.inputs[index])}) gives different outputs under "
+                        f"different hash seeds: {_cut(a)} vs {_cut(b)}",
+                    )
+        return first
 
     def _check_deduction(self, task: Task, answer: str) -> Judgement:
         gold = _gold_values(task, single=True)[0]

@@ -13,7 +13,7 @@ Scripts without an event loop use the synchronous facade::
     with SyncExecutorPool(backend="local", workers=2) as pool:
         print(pool.validate(task).outputs)
 
-Entering the pool runs one probe program in each hash-seed slot, so a backend that cannot run programs
+Entering the pool runs one probe program in each primary hash-seed slot, so a backend that cannot run programs
 fails here, at start-up, rather than turning every later job into an ``infra_error``. Concurrency is
 bounded by ``max_in_flight`` across all callers; ``map`` keeps at most that many jobs running and yields
 each result as soon as it is ready, so one slow job never holds back the others.
@@ -35,7 +35,7 @@ from azr.executor.errors import ErrorCode, ExecError, ExecutorError
 from azr.executor.jobs import Job, JobOp, JobResult, Judgement, Validation
 from azr.executor.limits import SandboxLimits
 from azr.executor.ops import Judge
-from azr.executor.sandbox.records import HashSeedSlot, RunRequest
+from azr.executor.sandbox.records import PRIMARY_SLOTS, RunRequest
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +242,8 @@ class ExecutorPool:
                 await source.aclose()
 
     async def _probe(self) -> None:
-        """Run the identity program in both slots; anything but ``'0'`` back means the backend is broken."""
-        for slot in HashSeedSlot:
+        """Run the identity program in the primary slots; anything but ``'0'`` back means a broken backend."""
+        for slot in PRIMARY_SLOTS:
             request = RunRequest(_PROBE.program, _PROBE.args, slot=slot, limits=self._judge.limits)
             outcome = await self._backend.run(request)
             calls = outcome.calls

@@ -31,6 +31,7 @@ from azr.executor.backends.docker_engine import (
 )
 from azr.executor.errors import ErrorCode
 from azr.executor.limits import SandboxLimits
+from azr.executor.sandbox.records import PRIMARY_SLOTS
 from tests.executor.docker_support import REPO, require_docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -71,8 +72,8 @@ def _request(program: str, *args: str, limits: SandboxLimits = LIMITS, slot=Hash
 
 
 async def _serves(backend: DockerBackend) -> None:
-    """The pool answers a plain job correctly in both slots."""
-    for slot in HashSeedSlot:
+    """The pool answers a plain job correctly in both primary slots."""
+    for slot in PRIMARY_SLOTS:
         outcome = await backend.run(_request(IDENTITY, "[1, 2]", slot=slot))
         assert outcome.error is None and outcome.calls[0].output == "[1, 2]", outcome
 
@@ -86,7 +87,7 @@ def _code(outcome: RunOutcome) -> ErrorCode | None:
 
 async def test_containers_are_hardened(engine, backend: DockerBackend) -> None:
     containers = _containers(engine, backend)
-    assert len(containers) == 2  # one per hash-seed slot
+    assert len(containers) == 2  # one per primary hash-seed slot; the others start on first use
     for container in containers:
         host = container.attrs["HostConfig"]
         assert host["NetworkMode"] == "none"
@@ -120,6 +121,8 @@ async def test_slots_run_with_different_hash_seeds(backend: DockerBackend) -> No
     a = await backend.run(_request(program, slot=HashSeedSlot.A))
     b = await backend.run(_request(program, slot=HashSeedSlot.B))
     assert a.calls[0].output != b.calls[0].output
+    j = await backend.run(_request(program, slot=HashSeedSlot.J))  # a slot started on its first request
+    assert j.calls[0].output not in {a.calls[0].output, b.calls[0].output}
 
 
 ATTACKS = [

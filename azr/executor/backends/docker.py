@@ -2,7 +2,7 @@
 
 A job costs one fork inside an already running container (a few milliseconds), not a ``docker run``
 (about a second) or a ``docker exec`` (about a hundred milliseconds). Each hash-seed slot has its own
-containers (``PYTHONHASHSEED`` 1 for slot A, 2 for slot B), each serving one request at a time.
+containers (``PYTHONHASHSEED`` from ``protocol.SLOT_HASH_SEEDS``), each serving one request at a time.
 
 Threat model
 ------------
@@ -49,7 +49,7 @@ from azr.executor.backends.docker_engine import (
 from azr.executor.backends.docker_image import image_ref
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
-from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
+from azr.executor.sandbox.records import PRIMARY_SLOTS, HashSeedSlot, RunOutcome, RunRequest
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,8 @@ class _Slot:
 
 
 class DockerBackend:
-    """Runs requests in a warm pool of ``workers`` containers per hash-seed slot.
+    """Runs requests in a warm pool of ``workers`` containers per hash-seed slot (the primary slots from
+    the start, the others from their first request).
 
     The pool starts on the first request (or ``await start()``) and ``aclose()`` removes every container
     it made. Use one backend per event loop.
@@ -155,6 +156,7 @@ class DockerBackend:
         self._pool_id = dict(self._spec.labels)[POOL_LABEL]
         self._client: Any = None
         self._slots = {slot: _Slot() for slot in HashSeedSlot}
+        self._opened: set[HashSeedSlot] = set()
         self._live: set[SandboxContainer] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._start_lock = asyncio.Lock()
@@ -181,7 +183,7 @@ class DockerBackend:
         return {
             "containers": sum(slot.size for slot in self._slots.values()),
             "idle": sum(len(slot.idle) for slot in self._slots.values()),
-            "target": self._workers * len(self._slots),
+            "target": self._workers * len(self._opened),
             "started_total": self._counts["started"],
             "recycled_total": self._counts["recycled"],
             "start_failures_total": self._counts["start_failures"],
@@ -227,9 +229,8 @@ class DockerBackend:
                 ) from None
             self._slots[HashSeedSlot.A].size += 1
             await self._release(first)
-            for slot in HashSeedSlot:
-                for _ in range(self._workers - self._slots[slot].size):
-                    self._replenish(slot)
+            for slot in PRIMARY_SLOTS:
+                self._open_slot(slot)
             self._spawn(self._health_loop())
             self._started = True
             await self._wait_until_full()
@@ -238,13 +239,14 @@ class DockerBackend:
         """Give the initial containers up to ``start_timeout_s`` to come up (the rest keep starting)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._config.start_timeout_s):
-                for state in self._slots.values():
+                for state in (self._slots[slot] for slot in PRIMARY_SLOTS):
                     async with state.ready:
                         await state.ready.wait_for(lambda: len(state.idle) >= self._workers)  # noqa: B023
 
     async def run(self, request: RunRequest) -> RunOutcome:
         await self.start()
         started = time.perf_counter()
+        self._open_slot(request.slot)
         try:
             container = await self._acquire(request.slot)
         except TimeoutError:
@@ -324,6 +326,14 @@ class DockerBackend:
         self._spawn(self._destroy(container))
         if not self._closing:
             self._replenish(container.slot)
+
+    def _open_slot(self, slot: HashSeedSlot) -> None:
+        """Start a slot's containers, once: the primary slots at start, the others on first use."""
+        if slot in self._opened or self._closing:
+            return
+        self._opened.add(slot)
+        for _ in range(self._workers - self._slots[slot].size):
+            self._replenish(slot)
 
     def _replenish(self, slot: HashSeedSlot) -> None:
         self._slots[slot].size += 1  # counted from now on, so concurrent recycles do not overshoot

@@ -33,7 +33,7 @@ from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.limits import SandboxLimits
 from azr.executor.sandbox import launch, protocol
 from azr.executor.sandbox.probe import describe_kernel_guards
-from azr.executor.sandbox.records import HashSeedSlot, RunOutcome, RunRequest
+from azr.executor.sandbox.records import PRIMARY_SLOTS, HashSeedSlot, RunOutcome, RunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ class _Supervisor:
 
 
 class LocalBackend:
-    """``workers`` supervisors per hash-seed slot; each runs one request at a time.
+    """``workers`` supervisors per hash-seed slot; each runs one request at a time. The primary slots
+    start with the backend, the others on their first request.
 
     Use ``async with LocalBackend(...) as backend`` (or ``await LocalBackend.create(...)`` and
     ``aclose``). ``limits`` sizes the sandbox scratch space; each request carries its own limits.
@@ -116,6 +117,8 @@ class LocalBackend:
         self._all: set[_Supervisor] = set()
         self._replacing: set[asyncio.Task[None]] = set()
         self._lost = dict.fromkeys(HashSeedSlot, 0)
+        self._started_slots: set[HashSeedSlot] = set()
+        self._slot_lock = asyncio.Lock()
         self._isolation: IsolationReport | None = None
         self._isolated = True
         self._tmp_dir: Path | None = None
@@ -168,10 +171,11 @@ class LocalBackend:
                     "!!! LOCAL BACKEND RUNS UNTRUSTED CODE WITHOUT FULL ISOLATION: %s", self._isolation
                 )
             self._idle[first.slot].put_nowait(first)
-            slots = [s for s in HashSeedSlot for _ in range(self.workers)]
+            slots = [s for s in PRIMARY_SLOTS for _ in range(self.workers)]
             slots.remove(first.slot)
             for supervisor in await asyncio.gather(*(self._spawn(slot) for slot in slots)):
                 self._idle[supervisor.slot].put_nowait(supervisor)
+            self._started_slots.update(PRIMARY_SLOTS)
         except BaseException:
             await self.aclose()
             raise
@@ -266,8 +270,8 @@ class LocalBackend:
                 f"writable host dirs: {seen['writable']}",
                 f"interfaces: {seen['interfaces']}",
                 describe_kernel_guards(seen),
-                f"hash seeds: {protocol.SLOT_HASH_SEEDS[HashSeedSlot.A]} (a), "
-                f"{protocol.SLOT_HASH_SEEDS[HashSeedSlot.B]} (b)",
+                "hash seeds: "
+                + ", ".join(f"{seed} ({slot})" for slot, seed in protocol.SLOT_HASH_SEEDS.items()),
             ),
         )
 
@@ -275,11 +279,33 @@ class LocalBackend:
         frame = protocol.encode_frame(protocol.encode_run(request))  # too large a request raises here
         if self._closed:
             raise RuntimeError("LocalBackend is closed")
+        if request.slot not in self._started_slots:
+            await self._start_slot(request.slot)
         supervisor = await self._idle[request.slot].get()
         if supervisor is None:
             self._idle[request.slot].put_nowait(None)
             return _infra_outcome(f"no sandbox supervisor of slot {request.slot} could be started")
         return await self._run_on(supervisor, request, frame, release=True)
+
+    async def _start_slot(self, slot: HashSeedSlot) -> None:
+        """Start the supervisors of a slot beyond the primary ones, once, on the first request for it."""
+        async with self._slot_lock:
+            if slot in self._started_slots:
+                return
+            self._started_slots.add(slot)
+            spawned = await asyncio.gather(
+                *(self._spawn(slot) for _ in range(self.workers)), return_exceptions=True
+            )
+            for supervisor in spawned:
+                if isinstance(supervisor, _Supervisor):
+                    self._idle[slot].put_nowait(supervisor)
+                elif isinstance(supervisor, Exception):
+                    logger.error("cannot start a supervisor of slot %s: %r", slot, supervisor)
+                else:
+                    raise supervisor
+            self._lost[slot] = self.workers - sum(isinstance(s, _Supervisor) for s in spawned)
+            if self._lost[slot] == self.workers:
+                self._idle[slot].put_nowait(None)
 
     async def _run_on(
         self, supervisor: _Supervisor, request: RunRequest, frame: bytes | None = None, release: bool = False

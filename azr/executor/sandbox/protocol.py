@@ -188,5 +188,18 @@ def decode_outcome(message: JsonObject, expected_calls: int) -> RunOutcome:
     return outcome
 
 
-SLOT_HASH_SEEDS: dict[HashSeedSlot, int] = {HashSeedSlot.A: 1, HashSeedSlot.B: 2}
-"""PYTHONHASHSEED of the supervisors of each slot; fixed (not random) so that runs are reproducible."""
+SLOT_HASH_SEEDS: dict[HashSeedSlot, int] = {
+    HashSeedSlot.A: 1,
+    HashSeedSlot.B: 2,
+    HashSeedSlot.C: 3,
+    HashSeedSlot.D: 4,
+    HashSeedSlot.E: 5,
+    HashSeedSlot.F: 6,
+    HashSeedSlot.G: 7,
+    HashSeedSlot.H: 8,
+    HashSeedSlot.I: 9,
+    HashSeedSlot.J: 10,
+}
+"""PYTHONHASHSEED of the supervisors of each slot. CPython reads the seed once, at interpreter start, so
+seeds belong to warm interpreters, not to requests; fixed (not random) so that verdicts are reproducible.
+Distinct seeds give independent string hashes, so their numeric values do not matter."""

@@ -14,14 +14,27 @@ from azr.executor.limits import SandboxLimits
 
 
 class HashSeedSlot(StrEnum):
-    """Which of two sandbox interpreters runs a request; their hash seeds always differ.
+    """Which sandbox interpreter runs a request; each slot has its own hash seed.
 
-    Determinism is checked by running the same program in both slots and comparing canonical texts, which
-    catches output that depends on string hash order (set iteration order, for example).
+    Determinism is checked by running a task in several slots and comparing canonical texts, which
+    catches output that depends on string hash order (set iteration order, for example). Which slots a
+    task runs in is derived from its id (``azr.executor.hash_order``).
     """
 
     A = "a"
     B = "b"
+    C = "c"
+    D = "d"
+    E = "e"
+    F = "f"
+    G = "g"
+    H = "h"
+    I = "i"  # noqa: E741 - the ninth slot
+    J = "j"
+
+
+PRIMARY_SLOTS: tuple[HashSeedSlot, ...] = (HashSeedSlot.A, HashSeedSlot.B)
+"""Slots a backend starts with (probes, answers); the others start on the first request that needs them."""
 
 
 @dataclass(frozen=True, slots=True)
