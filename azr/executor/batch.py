@@ -3,7 +3,8 @@
 Each result line is written and flushed when its job finishes, so a slow job never holds back the others
 and a consumer can stream the results. Bad input loses nothing: a line that is not a well-formed job (not
 JSON, missing fields, too long, not UTF-8) gets a ``bad_answer`` result with its id (or ``line-N`` when
-no id can be read) and the run goes on. Blank lines are skipped. The run itself fails (an exception out
+no id can be read) and the run goes on; so does a job that repeats an earlier job's id, which is refused
+rather than run. Blank lines are skipped. The run itself fails (an exception out
 of ``run_batch``) only when the input cannot be read or the output cannot be written.
 """
 
@@ -82,8 +83,13 @@ async def run_batch(pool: ExecutorPool, source: BinaryIO, sink: BinaryIO) -> Bat
 
 
 async def _jobs(source: BinaryIO, writer: _ResultWriter) -> AsyncIterator[Job]:
-    """Decode lines into jobs; a malformed line's result is written at once, in reading order."""
+    """Decode lines into jobs; a malformed line's result is written at once, in reading order.
+
+    A job whose id an earlier line already used is not run: its result (with that id) says so, since a
+    consumer could not tell two results of one id apart.
+    """
     line_number = 0
+    seen: set[str] = set()
     async for line in _lines(source):
         line_number += 1
         if line is _TOO_LONG:
@@ -97,6 +103,11 @@ async def _jobs(source: BinaryIO, writer: _ResultWriter) -> AsyncIterator[Job]:
         except MalformedJobError as malformed:
             writer.write_malformed(malformed)
             continue
+        if job.id in seen:
+            message = f"duplicate job id on line {line_number}: ids must be unique within a batch"
+            writer.write_malformed(MalformedJobError(job.id, message))
+            continue
+        seen.add(job.id)
         yield job
 
 

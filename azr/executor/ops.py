@@ -31,7 +31,8 @@ How ``ok``/``correct``/``error`` are set is documented in ``azr.executor.jobs``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from azr.core.task import Task, TaskType
 from azr.executor.backends.base import Backend
@@ -53,6 +54,10 @@ from azr.executor.values import (
 
 MAX_TASK_INPUTS = 64
 """Most argument lists one task may carry, which bounds one job at ``SET_RUNS`` x 64 sandboxed calls."""
+T = TypeVar("T")
+
+INLINE_PARSE_CHARS = 64 * 1024
+"""Most output text, over the runs of one job, parsed on the event loop; more is parsed in a thread."""
 _SHOWN_CHARS = 80
 """How much of an offending input an error message quotes."""
 
@@ -101,7 +106,9 @@ class Judge:
         slots = task_slots(task.id, task.program, task.inputs)
         runs = await asyncio.gather(*(self._run(task.program, args, slot) for slot in slots))
         _raise_first_error(runs, len(args), task.inputs)
-        first, *others = (_trusted_outputs(run, self._limits) for run in runs)
+        first, *others = await _off_the_loop_if_large(
+            runs, lambda: [_trusted_outputs(run, self._limits) for run in runs]
+        )
         for outputs in others:
             for index, (a, b) in enumerate(zip(first, outputs, strict=True)):
                 if a != b:
@@ -129,7 +136,7 @@ class Judge:
         outcome = await self._run(task.program, (answer,), HashSeedSlot.A)
         if outcome.error is not None:  # the program itself cannot run: the task's fault, not the answer's
             raise ExecutorError(outcome.error.code, outcome.error.message)
-        return self._judge_calls(outcome, (gold,))
+        return await _off_the_loop_if_large((outcome,), lambda: self._judge_calls(outcome, (gold,)))
 
     async def _check_induction(self, task: Task, answer: str) -> Judgement:
         _, held_out = task.induction_split()
@@ -146,7 +153,8 @@ class Judge:
             if outcome.error.code is ErrorCode.INFRA_ERROR:
                 return Judgement.invalid(outcome.error)
             return Judgement.wrong(outcome.error)  # the answer program does not compile or lacks f
-        return self._judge_calls(outcome, tuple(gold[i] for i in held_out))
+        expected = tuple(gold[i] for i in held_out)
+        return await _off_the_loop_if_large((outcome,), lambda: self._judge_calls(outcome, expected))
 
     def _judge_calls(self, outcome: RunOutcome, gold: Sequence[object]) -> Judgement:
         """Compare each call's output with its gold value; a call error makes the answer wrong."""
@@ -170,6 +178,18 @@ class Judge:
 
     async def _run(self, program: str, args: tuple[str, ...], slot: HashSeedSlot) -> RunOutcome:
         return await self._backend.run(RunRequest(program=program, args=args, slot=slot, limits=self._limits))
+
+
+async def _off_the_loop_if_large(runs: Sequence[RunOutcome], parse: Callable[[], T]) -> T:
+    """``parse()`` the outputs of ``runs``: on the event loop when they are small, else in a thread.
+
+    Parsing a legal output near the 1 MiB limit takes about a second of pure Python; on the loop that
+    would stall every other job in flight (and their timeouts) for as long.
+    """
+    size_chars = sum(len(call.output or "") for run in runs for call in run.calls)
+    if size_chars <= INLINE_PARSE_CHARS:
+        return parse()
+    return await asyncio.to_thread(parse)
 
 
 def _require_input_count(task: Task) -> None:

@@ -54,7 +54,6 @@ import importlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import stat
@@ -144,12 +143,9 @@ class Supervisor:
         Never empty. ``args`` ``None`` only loads the program (one outcome). Always kills and reaps
         everything the job started.
         """
-        scratch = self.scratch_root / "job"
         # Checked right before the job starts, so nothing a previous job left (even a stray process in a
         # backend without a PID namespace) can reach this one.
-        if not _only_empty_scratch(self.scratch_root, scratch):
-            _empty_dir(self.scratch_root)
-            scratch.mkdir(mode=0o700)
+        scratch = self._fresh_scratch()
         oom_kills_before = None if self.oom_counter is None else self.oom_counter.read()
         process, self.spare = self.spare or self.zygote.fork_job(), None
         nproc = None if self.base_processes is None else self.base_processes + limits.processes - 1
@@ -237,6 +233,17 @@ class Supervisor:
             _reap_orphans(self.zygote.pid)
         if not self.zygote.alive():
             self.zygote.restart()
+        # Emptied while this job is still the one being answered: whatever it did to its directory is
+        # undone (or, should that ever fail, charged to it) before the next job arrives.
+        self._fresh_scratch()
+
+    def _fresh_scratch(self) -> Path:
+        """The job directory, empty and private; the scratch root is emptied first when it holds more."""
+        scratch = self.scratch_root / "job"
+        if not _only_empty_scratch(self.scratch_root, scratch):
+            _empty_dir(self.scratch_root)
+            scratch.mkdir(mode=0o700)
+        return scratch
 
 
 class ZygoteError(RuntimeError):
@@ -604,20 +611,47 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _empty_dir(root: Path) -> None:
-    def make_writable(func: Callable[[str], object], path: str, _exc: BaseException) -> None:
-        # A job may have removed its own permissions; the supervisor owns the files, so restore and retry.
-        Path(path).parent.chmod(0o700)
-        if Path(path).is_dir() and not Path(path).is_symlink():
-            Path(path).chmod(0o700)
-        func(path)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
+
+def _empty_dir(root: Path) -> None:
+    """Remove everything under ``root``, however deep, long-named or locked its tree is.
+
+    A job may leave a tree thousands of levels deep (deeper than ``PATH_MAX`` and than Python's recursion
+    limit, which ``shutil.rmtree`` both needs) and may take every permission off its directories. So the
+    walk is a loop that holds one directory descriptor at a time, addresses entries relative to it, and
+    restores the owner's permissions on each directory before it enters; the job's processes are gone by
+    then, so nothing changes the tree under the walk.
+    """
     root.chmod(0o700)
-    for entry in root.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, onerror=lambda func, path, exc: make_writable(func, path, exc[1]))
-        else:
-            entry.unlink()
+    fd = os.open(root, _DIR_FLAGS)
+    trail: list[str] = []  # names from root down to the directory ``fd`` stands for
+    try:
+        while True:
+            entry = _first_entry(fd)
+            if entry is None:
+                if not trail:
+                    return
+                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                os.rmdir(trail.pop(), dir_fd=fd)
+            elif entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.name, 0o700, dir_fd=fd)
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                trail.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _first_entry(dir_fd: int) -> os.DirEntry[str] | None:
+    """Any one entry of the directory open as ``dir_fd`` (``scandir`` rewinds a descriptor it is given)."""
+    with os.scandir(dir_fd) as entries:
+        return next(entries, None)
 
 
 def _only_empty_scratch(root: Path, scratch: Path) -> bool:
