@@ -154,6 +154,7 @@ class ExperienceStream:
         self._prune = client.register_script(stream_scripts.PRUNE)
         self._outstanding: set[bytes] = set()
         self._last_prune = time.monotonic()
+        self._next_claim_at = 0.0
         self._quarantine_log = QuarantineLog(log)
         self.read_errors = 0
         timeout_s = client.connection_pool.connection_kwargs.get("socket_timeout")
@@ -327,6 +328,11 @@ class ExperienceStream:
         return out
 
     def _reclaim(self, n: int) -> list[_Entry]:
+        """Entries of a consumer whose lease lapsed. Looking costs a scan of the group's pending list,
+        and a lease lapses only after ``reclaim_idle_ms``: after a look that found nothing, the next one
+        waits a tenth of that."""
+        if time.monotonic() < self._next_claim_at:
+            return []
         keys = [self._stream, self._keys.held(), self._keys.strikes(), self._keys.counters()]
         args: list[EncodableT] = [self._config.group, self.consumer, self._config.reclaim_idle_ms, n]
         reply = self._claim(keys=keys, args=args)
@@ -336,6 +342,8 @@ class ExperienceStream:
         ]
         if out:
             log.info("reclaimed %d experiences whose lease lapsed", len(out))
+        else:
+            self._next_claim_at = time.monotonic() + self._config.reclaim_idle_ms / 10_000
         return out
 
     def _read_new(self, n: int, block_ms: int) -> list[_Entry]:
