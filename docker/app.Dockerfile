@@ -1,0 +1,49 @@
+# The application image: every Python service of the cluster (the Ray head and workers, the learner, the
+# executor service, the REST API) and Redis, from one image. The project and its dependencies are installed
+# into /opt/venv from a wheelhouse in the build context, so the build itself needs no network.
+#
+# Build it with docker/build-app-image.sh (`make images`): offline it debootstraps the base (Debian's
+# python3, python3-venv and redis-server) and fills the wheelhouse with the host's own pip and its own
+# configuration; with a registry, AZR_APP_BASE=python:3.11-slim-bookworm builds on the official image
+# instead (Redis then comes from that image's apt sources, so that build needs the network).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
+
+# On a registry base, the same Debian packages the offline base carries; a no-op on the debootstrapped one.
+RUN set -eu; \
+    if ! command -v redis-server >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null; then \
+        apt-get update -qq; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            python3-venv redis-server ca-certificates libgomp1 >/dev/null; \
+        rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    groupadd --gid 10001 azr; \
+    useradd --no-log-init --uid 10001 --gid 10001 --create-home --home-dir /home/azr --shell /usr/sbin/nologin azr; \
+    mkdir -p /var/lib/azr /data; \
+    chown azr:azr /var/lib/azr /data
+
+# torch first, the CPU build pinned, then DeepSpeed against it (its build imports torch), then the project:
+# the order `make setup` uses. --no-index: every wheel comes from the wheelhouse the recipe filled.
+ARG AZR_EXTRAS=""
+COPY wheels /tmp/wheels
+COPY src /tmp/src
+RUN set -eu; \
+    python3 -m venv /opt/venv; \
+    pip="/opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels --no-cache-dir"; \
+    $pip -c /tmp/wheels/constraints.txt torch; \
+    $pip -c /tmp/wheels/constraints.txt --no-build-isolation deepspeed; \
+    $pip -c /tmp/wheels/constraints.txt "/tmp/src${AZR_EXTRAS:+[$AZR_EXTRAS]}"; \
+    rm -rf /tmp/wheels /tmp/src; \
+    find /opt/venv -name '__pycache__' -path '*/azr/*' -prune -exec rm -rf {} +; \
+    /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.11/site-packages/azr; \
+    /opt/venv/bin/azr --help >/dev/null
+
+ARG AZR_APP_TAG=dev
+LABEL org.azr.app.tag="${AZR_APP_TAG}"
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/home/azr
+USER 10001:10001
+WORKDIR /var/lib/azr
+CMD ["azr", "--help"]
