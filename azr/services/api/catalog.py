@@ -34,6 +34,29 @@ redis.call('HINCRBY', KEYS[3], 'removed', 1)
 return 1
 """
 
+# KEYS: order, tasks. ARGV: direction ('older' or 'newer'), bound sequence (exclusive; '' for none), count.
+# Returns {seq, body, seq, body, ...} in that direction; body is '' for a task evicted meanwhile. One round
+# trip per chunk: on a busy host a round trip costs more than decoding the chunk.
+_RANGE = """
+local members
+local n = tonumber(ARGV[3])
+if ARGV[1] == 'older' then
+  local high = '+inf'
+  if ARGV[2] ~= '' then high = '(' .. ARGV[2] end
+  members = redis.call('ZREVRANGEBYSCORE', KEYS[1], high, '-inf', 'WITHSCORES', 'LIMIT', 0, n)
+else
+  members = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[2], '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+end
+local out = {}
+for i = 1, #members, 2 do
+  out[#out + 1] = members[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[2], members[i]) or ''
+end
+return out
+"""
+_FIRST_FILTERED_CHUNK = 64
+_MAX_CHUNK = 1_024
+
 _CURSOR = re.compile(r"^(deduction|abduction|induction)\.(\d{1,18})$")
 _USE_FIELDS = ("reference", "solve", "solve_attempts", "solved")
 
@@ -86,6 +109,7 @@ class Catalog:
         self._client = client
         self._keys = keys
         self._remove = client.register_script(_REMOVE)
+        self._range = client.register_script(_RANGE)
 
     def get(self, task_id: str) -> Task | None:
         pipe = self._client.pipeline(transaction=False)
@@ -132,50 +156,60 @@ class Catalog:
         types = [where.type] if where.type is not None else list(TaskType)
         position = _parse_cursor(cursor, types)
         start = types.index(position[0]) if position else 0
+        filtered = where != TaskFilter(type=where.type)
         found: list[Task] = []
         scanned = 0
         for task_type in types[start:]:
             below = position[1] if position and position[0] is task_type else None
+            chunk = _FIRST_FILTERED_CHUNK if filtered else limit
             while True:
-                chunk = min(max(2 * (limit - len(found)), 32), scan_limit - scanned)
-                batch = self._older(task_type, below, chunk)
-                for seq, task in batch:
+                want = min(chunk if filtered else limit - len(found), scan_limit - scanned)
+                batch = self._read(task_type, "older", below, want)
+                for seq, body in batch:
                     below = seq
                     scanned += 1
-                    if task is not None and where.admits(task):
+                    task = _admitted(body, where)
+                    if task is not None:
                         found.append(task)
                     if len(found) == limit or scanned >= scan_limit:
                         return Page(found, f"{task_type.value}.{seq}")
-                if len(batch) < chunk:
+                if len(batch) < want:
                     break
+                chunk = min(2 * chunk, _MAX_CHUNK)
         return Page(found, None)
 
-    def _older(self, task_type: TaskType, below: int | None, count: int) -> list[tuple[int, Task | None]]:
-        """Up to ``count`` (sequence, task) pairs older than sequence ``below``, newest first."""
-        high = "+inf" if below is None else f"({below}"
-        reply = self._client.zrevrangebyscore(
-            self._keys.buffer_order(task_type), high, "-inf", start=0, num=count, withscores=True
-        )
-        return self._with_bodies(task_type, _scored(reply))
-
     def newer(self, task_type: TaskType, after: int, count: int) -> list[tuple[int, Task | None]]:
-        """Up to ``count`` (sequence, task) pairs newer than sequence ``after``, oldest first."""
-        reply = self._client.zrangebyscore(
-            self._keys.buffer_order(task_type), f"({after}", "+inf", start=0, num=count, withscores=True
-        )
-        return self._with_bodies(task_type, _scored(reply))
-
-    def _with_bodies(
-        self, task_type: TaskType, members: list[tuple[bytes, int]]
-    ) -> list[tuple[int, Task | None]]:
-        """Pair each member's sequence with its task; None for a task evicted between the two reads."""
-        if not members:
-            return []
-        reply = _listed(self._client.hmget(self._keys.buffer_tasks(task_type), [m for m, _ in members]))
+        """Up to ``count`` (sequence, task) pairs newer than sequence ``after``, oldest first; the task is
+        None when it was evicted between the two reads."""
         return [
-            (seq, None if body is None else Task.from_dict(json.loads(body)))
-            for (_, seq), body in zip(members, reply, strict=True)
+            (seq, Task.from_dict(json.loads(body)) if body else None)
+            for seq, body in self._read(task_type, "newer", after, count)
         ]
+
+    def _read(
+        self, task_type: TaskType, direction: str, bound: int | None, count: int
+    ) -> list[tuple[int, bytes]]:
+        keys = [self._keys.buffer_order(task_type), self._keys.buffer_tasks(task_type)]
+        reply = self._range(keys=keys, args=[direction, "" if bound is None else bound, count])
+        if not isinstance(reply, list):
+            raise TypeError(f"expected a list reply, got {type(reply).__name__}")
+        return [(int(float(reply[i])), bytes(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+
+def _admitted(body: bytes, where: TaskFilter) -> Task | None:
+    """The task if ``where`` admits it; the filter looks at the decoded JSON before building a ``Task``,
+    which costs several times more than the JSON itself."""
+    if not body:
+        return None
+    data = json.loads(body)
+    if where.origin is not None and data.get("origin") != where.origin.value:
+        return None
+    step = data.get("step", 0)
+    if (where.step_min is not None and step < where.step_min) or (
+        where.step_max is not None and step > where.step_max
+    ):
+        return None
+    return Task.from_dict(data)
 
 
 def counter_values(client: redis.Redis, keys: Keys, names: list[str]) -> list[int]:
@@ -187,13 +221,6 @@ def _listed(reply: object) -> list[bytes | None]:
     if not isinstance(reply, list):
         raise TypeError(f"expected an HMGET reply list, got {type(reply).__name__}")
     return reply
-
-
-def _scored(reply: object) -> list[tuple[bytes, int]]:
-    """(member, sequence) pairs of a sorted-set range reply WITHSCORES."""
-    if not isinstance(reply, list):
-        raise TypeError(f"expected a sorted-set range reply, got {type(reply).__name__}")
-    return [(bytes(member), int(score)) for member, score in reply]
 
 
 def _parse_cursor(cursor: str | None, types: list[TaskType]) -> tuple[TaskType, int] | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import math
+from array import array
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,8 +71,10 @@ class Curriculum:
         self._run = RunState(client, keys)
         self._catalog = Catalog(client, keys)
         self._last_id = "0-0"
-        self._steps: list[float] = []
-        self._series: dict[str, list[float | None]] = {}
+        # Columns of doubles, NaN where a record lacks the key (or held a non-finite value): numpy reads
+        # them without a copy, so a rebuild over 10,000 steps costs milliseconds.
+        self._steps = array("d")
+        self._series: dict[str, array[float]] = {}
         self._latest: dict[str, float | None] = {}
         self._error_sums: dict[str, float] = {}
         self.recent: deque[MetricsRecord] = deque(maxlen=RECENT_RECORDS)
@@ -126,14 +128,14 @@ class Curriculum:
         for name, value in record.values.items():
             column = self._series.get(name)
             if column is None:
-                column = self._series[name] = [None] * n
-            column.append(value)
+                column = self._series[name] = array("d", [math.nan]) * n
+            column.append(math.nan if value is None else value)
             if name.startswith(_ERROR_PREFIX) and value is not None:
                 code = name.removeprefix(_ERROR_PREFIX)
                 self._error_sums[code] = self._error_sums.get(code, 0.0) + value
         for column in self._series.values():
             if len(column) == n:
-                column.append(None)  # a key this record lacks
+                column.append(math.nan)  # a key this record lacks
         self._latest = record.values
         self.recent.append(record)
 
@@ -211,13 +213,10 @@ class Curriculum:
         """Every series as bucket means of at most ``series_points`` points; empty buckets are null."""
         n = len(self._steps)
         bucket = max(1, math.ceil(n / self._series_points))
-        columns: dict[str, Sequence[float | None]] = {
-            "step": self._steps,
-            **dict(sorted(self._series.items())),
-        }
+        columns = {"step": self._steps, **dict(sorted(self._series.items()))}
         out: dict[str, list[float | None]] = {}
         for name, column in columns.items():
-            values = np.array([math.nan if v is None else v for v in column], dtype=np.float64)  # (n,)
+            values = np.frombuffer(column, dtype=np.float64)  # (n,)
             if bucket > 1:
                 pad = (-n) % bucket
                 values = np.concatenate([values, np.full(pad, math.nan)]).reshape(-1, bucket)
@@ -229,8 +228,9 @@ class Curriculum:
         return out, bucket
 
     def _learnability(self, task_type: TaskType) -> Histogram:
-        column = self._series.get(f"propose/{task_type.value}/learnability_mean", [])
-        values = np.array([v for v in column if v is not None], dtype=np.float64)
+        column = self._series.get(f"propose/{task_type.value}/learnability_mean", array("d"))
+        values = np.frombuffer(column, dtype=np.float64)
+        values = values[~np.isnan(values)]
         counts, _ = np.histogram(np.clip(values, 0.0, 1.0), bins=_LEARNABILITY_EDGES)
         return Histogram(edges=_LEARNABILITY_EDGES, counts=[int(c) for c in counts])
 

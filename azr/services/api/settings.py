@@ -100,4 +100,5 @@ class ApiSettings(BaseSettings):
         return self
 
     def redis_config(self) -> RedisConfig:
-        return RedisConfig(url=self.redis_url, prefix=self.redis_prefix)
+        # The API holds no experiences: whether Redis persists them is the self-play run's check.
+        return RedisConfig(url=self.redis_url, prefix=self.redis_prefix, persistence="ignore")

@@ -25,6 +25,9 @@ def serve(
         str | None, typer.Option("--executor", help="'pool' (in process) or 'service' (HTTP).")
     ] = None,
     executor_url: Annotated[str | None, typer.Option("--executor-url", help="Executor service URL.")] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="uvicorn's log level: debug, info, warning, error.")
+    ] = "info",
     allow_unisolated: Annotated[
         bool, typer.Option("--allow-unisolated", help="Let the pool run with weaker isolation (development).")
     ] = False,
@@ -46,4 +49,4 @@ def serve(
     settings = ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
     if settings.token is None and host not in ("127.0.0.1", "localhost", "::1"):
         typer.echo(f"warning: writes are open to anyone who reaches {host}; set AZR_API_TOKEN", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
