@@ -11,7 +11,7 @@ Models (random weights; only the shapes matter here):
 
 Sections (each case runs in its own process, so that the peak RSS, ``ru_maxrss``, is that case's alone):
 
-1. engines: torch vs DeepSpeed ZeRO-1/2 on the tiny model (and the 100M model without ``--quick``);
+1. engines: torch vs DeepSpeed ZeRO-1/2 on the tiny model (and on the 100M model without ``--quick``);
 2. ours vs TRL: the same batch shape on the same tiny model, through ``Trainer.train_step`` and through
    ``trl.GRPOTrainer.compute_loss`` (TRL's GRPO loss, ``loss_type="bnpo"``: token-mean, like ours), each
    followed by gradient clipping and one AdamW step, micro-batches of the same size. "ours (same work)"
@@ -30,7 +30,7 @@ time) and peak memory. The load average is recorded: other work on the machine s
 TRL is an optional extra (``pip install -e .[trl]``); without it the TRL row is skipped.
 
     python -m bench.trainer            # all cases (several minutes on 2 cores)
-    python -m bench.trainer --quick    # tiny model only, no memory section
+    python -m bench.trainer --quick    # without the 100M model
 
 (Run it as a module: ``python bench/trainer.py`` would put ``bench/`` first on the import path, where
 ``bench/queue.py`` shadows the standard library's ``queue``.)
@@ -47,6 +47,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ from azr.core.task import Role, TaskType
 
 RESULTS = Path(__file__).parent / "results" / "trainer.json"
 GROUPS = [(role, t) for role in Role for t in TaskType]
+VERSUS = "ours vs TRL"
 EXTRAPOLATE_TOKENS = 8 * 8192
 """The memory section extrapolates to 8 sequences of 8k tokens."""
 
@@ -102,7 +105,7 @@ def cases(quick: bool) -> list[Case]:
             replace(big, label="qwen2-100m/deepspeed-z1", engine="deepspeed", zero_stage=1),
             replace(big, label="qwen2-100m/deepspeed-z2", engine="deepspeed", zero_stage=2),
         ]
-    versus = replace(tiny, section="ours vs TRL")
+    versus = replace(tiny, section=VERSUS, steps=5)
     out += [
         replace(versus, label="ours (same work)", old_logprobs="behaviour"),
         replace(versus, label="ours (default)"),
@@ -116,20 +119,19 @@ def cases(quick: bool) -> list[Case]:
         replace(ranks, label="ZeRO-2, 1 rank", engine="deepspeed", zero_stage=2),
         replace(ranks, label="ZeRO-2, 2 ranks", engine="deepspeed", zero_stage=2, ranks=2),
     ]
-    if not quick:
-        wide = Case("memory", "", "wide-vocab", per_group=1, prompt=0, response=0, micro=6, steps=1)
-        for half in (32, 64):
-            for response_only in (False, True):
-                head = "response-only head" if response_only else "full head"
-                out.append(
-                    replace(
-                        wide,
-                        label=f"{head}, 6x{2 * half}",
-                        prompt=half,
-                        response=half,
-                        response_only=response_only,
-                    )
+    wide = Case("memory", "", "wide-vocab", per_group=1, prompt=0, response=0, micro=6, steps=1)
+    for half in (32, 64):
+        for response_only in (False, True):
+            head = "response-only head" if response_only else "full head"
+            out.append(
+                replace(
+                    wide,
+                    label=f"{head}, 6x{2 * half}",
+                    prompt=half,
+                    response=half,
+                    response_only=response_only,
                 )
+            )
     return out
 
 
@@ -204,8 +206,17 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def run_ours(case: Case, model_dir: Path, rank: int = 0) -> dict[str, Any]:
-    """``case`` through ``Trainer.train_step`` on this rank: one warm-up step, ``case.steps`` measured."""
+@dataclass
+class Runner:
+    """One way of taking a training step on ``case``'s batch, ready to be timed."""
+
+    params_m: float
+    step: Callable[[], float]
+    """Takes one step; returns its wall time in seconds."""
+
+
+def ours(case: Case, model_dir: Path, rank: int = 0) -> Runner:
+    """``case`` through ``Trainer.train_step``, this rank's shard of the batch."""
     from azr.trainer.batch import shard
     from azr.trainer.config import TrainerConfig
     from azr.trainer.models import num_parameters
@@ -224,15 +235,74 @@ def run_ours(case: Case, model_dir: Path, rank: int = 0) -> dict[str, Any]:
         response_only_lm_head=case.response_only,
     )
     trainer = Trainer(cfg)
-    loaded = peak_rss_bytes()
     batch = shard(experiences(case, vocab=len(trainer.tokenizer)), rank, case.ranks)
-    trainer.train_step(batch)
-    steps = [trainer.train_step(batch) for _ in range(case.steps)]
+    return Runner(
+        num_parameters(trainer.engine.module) / 1e6, lambda: trainer.train_step(batch)["perf/step_s"]
+    )
+
+
+def trl(case: Case, model_dir: Path) -> Runner:
+    """The same batch through TRL's GRPO loss: micro-batches of ``case.micro`` rows, clip, one AdamW step."""
+    import torch
+    from datasets import Dataset
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    from azr.trainer.models import num_parameters
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = GRPOConfig(
+            output_dir=tmp, use_cpu=True, per_device_train_batch_size=case.micro, num_generations=case.micro,
+            bf16=False, report_to=[], beta=0.0, loss_type="bnpo", save_strategy="no", learning_rate=1e-5,
+        )  # fmt: skip
+        grpo = GRPOTrainer(
+            model=str(model_dir),
+            reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": ["unused"] * case.micro}),
+        )
+    model: Any = grpo.model
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
+    batch = experiences(case, vocab=int(model.config.vocab_size))
+    rewards = torch.tensor([e.reward for e in batch])
+    advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-6)  # (N,) as TRR++ gives them
+    micro = []
+    for i in range(0, len(batch), case.micro):
+        rows = range(i, min(i + case.micro, len(batch)))
+        prompt = torch.tensor(np.stack([batch[r].prompt_ids for r in rows]), dtype=torch.long)  # (n, P)
+        completion = torch.tensor(np.stack([batch[r].response_ids for r in rows]), dtype=torch.long)  # (n, R)
+        micro.append(
+            {
+                "prompt_ids": prompt,
+                "prompt_mask": torch.ones_like(prompt),
+                "completion_ids": completion,
+                "completion_mask": torch.ones_like(completion),
+                "advantages": advantages[list(rows)],
+            }
+        )
+    grpo.current_gradient_accumulation_steps = len(micro)
+
+    def step() -> float:
+        start = time.perf_counter()
+        for inputs in micro:
+            grpo.compute_loss(model, inputs).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    return Runner(num_parameters(model) / 1e6, step)
+
+
+def measure(case: Case, runner: Runner, loaded_bytes: int) -> dict[str, Any]:
+    runner.step()  # warm-up
+    step_s = statistics.median(runner.step() for _ in range(case.steps))
     return {
-        "params_m": num_parameters(trainer.engine.module) / 1e6,
-        "step_s": statistics.median(m["perf/step_s"] for m in steps),
+        "params_m": runner.params_m,
+        "step_s": step_s,
         "peak_rss_bytes": peak_rss_bytes(),
-        "growth_bytes": peak_rss_bytes() - loaded,
+        "growth_bytes": peak_rss_bytes() - loaded_bytes,
     }
 
 
@@ -246,7 +316,8 @@ def rank_main(rank: int, case_json: str, model_dir: str, port: int, out: str) ->
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
     )  # fmt: skip
     torch.set_num_threads(1)  # the ranks share the machine's cores
-    result = run_ours(case, Path(model_dir), rank)
+    runner = ours(case, Path(model_dir), rank)
+    result = measure(case, runner, peak_rss_bytes())
     if rank == 0:
         Path(out).write_text(json.dumps(result))
 
@@ -266,73 +337,22 @@ def run_ranks(case: Case, model_dir: Path) -> dict[str, Any]:
         return dict(json.loads(out.read_text()))
 
 
-def run_trl(case: Case, model_dir: Path) -> dict[str, Any]:
-    """The same batch through TRL's GRPO loss: micro-batches of ``case.micro`` rows, clip, one AdamW step."""
-    import time
-
-    import torch
-    from datasets import Dataset
-    from trl.trainer.grpo_config import GRPOConfig
-    from trl.trainer.grpo_trainer import GRPOTrainer
-
-    from azr.trainer.models import num_parameters
-
-    with tempfile.TemporaryDirectory() as tmp:
-        args = GRPOConfig(
-            output_dir=tmp, use_cpu=True, per_device_train_batch_size=case.micro, num_generations=case.micro,
-            bf16=False, report_to=[], beta=0.0, loss_type="bnpo", save_strategy="no", learning_rate=1e-5,
-        )  # fmt: skip
-        trl = GRPOTrainer(
-            model=str(model_dir),
-            reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
-            args=args,
-            train_dataset=Dataset.from_dict({"prompt": ["unused"] * case.micro}),
-        )
-    model: Any = trl.model
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
-    loaded = peak_rss_bytes()
-    batch = experiences(case, vocab=int(model.config.vocab_size))
-    rewards = torch.tensor([e.reward for e in batch])
-    advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-6)  # (N,) as TRR++ gives them
-    micro = [list(range(i, min(i + case.micro, len(batch)))) for i in range(0, len(batch), case.micro)]
-    trl.current_gradient_accumulation_steps = len(micro)
-
-    def step() -> float:
-        start = time.perf_counter()
-        for rows in micro:
-            inputs = {
-                "prompt_ids": torch.tensor(np.stack([batch[i].prompt_ids for i in rows]), dtype=torch.long),
-                "completion_ids": torch.tensor(
-                    np.stack([batch[i].response_ids for i in rows]), dtype=torch.long
-                ),
-                "advantages": advantages[rows],
-            }
-            inputs["prompt_mask"] = torch.ones_like(inputs["prompt_ids"])
-            inputs["completion_mask"] = torch.ones_like(inputs["completion_ids"])
-            trl.compute_loss(model, inputs).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-
-    step()
-    times = [step() for _ in range(case.steps)]
-    return {
-        "params_m": num_parameters(model) / 1e6,
-        "step_s": statistics.median(times),
-        "peak_rss_bytes": peak_rss_bytes(),
-        "growth_bytes": peak_rss_bytes() - loaded,
-    }
+def run_versus(cases: list[Case], model_dir: Path) -> list[dict[str, Any]]:
+    """Several ways of taking the same step, in one process, timed in turns: the same load for each."""
+    runners = [trl(c, model_dir) if c.kind == "trl" else ours(c, model_dir) for c in cases]
+    for r in runners:
+        r.step()  # warm-up
+    times: list[list[float]] = [[] for _ in cases]
+    for _ in range(cases[0].steps):
+        for t, r in zip(times, runners, strict=True):
+            t.append(r.step())
+    return [
+        row(c, {"params_m": r.params_m, "step_s": statistics.median(t), "peak_rss_bytes": None})
+        for c, r, t in zip(cases, runners, times, strict=True)
+    ]
 
 
-def run_case(case: Case, model_dir: Path) -> dict[str, Any]:
-    if case.kind == "trl":
-        result = run_trl(case, model_dir)
-    elif case.ranks > 1:
-        result = run_ranks(case, model_dir)
-    else:
-        result = run_ours(case, model_dir)
+def row(case: Case, result: dict[str, Any]) -> dict[str, Any]:
     return {
         **asdict(case),
         **result,
@@ -340,6 +360,13 @@ def run_case(case: Case, model_dir: Path) -> dict[str, Any]:
         "tokens": case.tokens,
         "tokens_per_s": case.tokens / result["step_s"],
     }
+
+
+def run_case(case: Case, model_dir: Path) -> dict[str, Any]:
+    if case.ranks > 1:
+        return row(case, run_ranks(case, model_dir))
+    loaded = peak_rss_bytes()
+    return row(case, measure(case, ours(case, model_dir), loaded))
 
 
 def memory_extrapolation(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -368,9 +395,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines += ["", f"[{section}]", head, "-" * len(head)]
         for r in (r for r in rows if r["section"] == section):
             shape = f"{r['sequences']}x{r['prompt'] + r['response']}"
+            # Rows timed together in one process share its peak (None).
+            peak = "shared" if r["peak_rss_bytes"] is None else f"{r['peak_rss_bytes'] / 2**20:.0f}"
             lines.append(
                 f"{r['label']:<28}{r['params_m']:>8.1f}M{shape:>10}{r['step_s']:>9.2f}"
-                f"{r['tokens_per_s']:>10.0f}{r['peak_rss_bytes'] / 2**20:>14.0f}"
+                f"{r['tokens_per_s']:>10.0f}{peak:>14}"
             )
     return "\n".join(lines)
 
@@ -379,32 +408,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model only, no memory section")
+    parser.add_argument("--quick", action="store_true", help="without the 100M model")
     parser.add_argument("--only", help="run the sections whose name contains this text")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one case (JSON) and print its row
     parser.add_argument("--models", default=str(Path(tempfile.gettempdir()) / "azr-bench-models"))
     args = parser.parse_args()
     root = Path(args.models)
     if args.one:
-        case = Case(**json.loads(args.one))
-        print(json.dumps(run_case(case, build_model(case.model, root))))
+        group = [Case(**c) for c in json.loads(args.one)]
+        model_dir = build_model(group[0].model, root)
+        done = run_versus(group, model_dir) if len(group) > 1 else [run_case(group[0], model_dir)]
+        print(json.dumps(done))
         return
     load_start = os.getloadavg()
-    rows = []
-    for case in cases(args.quick):
-        if args.only and args.only not in case.section:
-            continue
-        build_model(case.model, root)
+    rows: list[dict[str, Any]] = []
+    selected = [c for c in cases(args.quick) if not args.only or args.only in c.section]
+    versus = [c for c in selected if c.section == VERSUS]
+    groups = [[c] for c in selected if c.section != VERSUS] + ([versus] if versus else [])
+    for group in groups:
+        build_model(group[0].model, root)
         proc = subprocess.run(
-            [sys.executable, "-m", "bench.trainer", "--models", str(root), "--one", json.dumps(asdict(case))],
+            [
+                sys.executable,
+                "-m",
+                "bench.trainer",
+                "--models",
+                str(root),
+                "--one",
+                json.dumps([asdict(c) for c in group]),
+            ],
             capture_output=True,
             text=True,
             check=False,
         )
         if proc.returncode != 0:
-            sys.exit(f"{case.section}/{case.label} failed:\n{proc.stderr[-3000:]}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        print(f"done {case.section}/{case.label}: {rows[-1]['step_s']:.2f} s/step", file=sys.stderr)
+            sys.exit(f"{group[0].section} failed:\n{proc.stderr[-3000:]}")
+        rows += json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"done {group[0].section}/{group[0].label}: {rows[-1]['step_s']:.2f} s/step", file=sys.stderr)
     print(table(rows))
     memory = memory_extrapolation([r for r in rows if r["section"] == "memory"])
     for m in memory:
