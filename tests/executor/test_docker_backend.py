@@ -276,3 +276,29 @@ async def test_missing_engine_says_how_to_start_it() -> None:
     with pytest.raises(DockerUnavailableError, match="dockerd"):
         await backend.start()
     await backend.aclose()
+
+
+@pytest.mark.parametrize("pause_s", [0.0, 0.05, 0.3])
+async def test_closing_while_a_recycled_container_restarts_leaves_nothing(engine, pause_s: float) -> None:
+    """A job that forces a recycle, then the pool closes while the replacement is being created."""
+    backend = DockerBackend(1, LIMITS, config=DockerConfig(health_interval_s=0.5))
+    await backend.start()
+    try:
+        outcome = await backend.run(_request("def f(x):\n    while True:\n        pass"))
+        assert _code(outcome) is ErrorCode.TIMEOUT
+        await asyncio.sleep(pause_s)
+    finally:
+        await backend.aclose()  # must not raise (an engine 409 here used to end a CLI run with exit 1)
+    assert _containers(engine, backend) == [], "aclose left containers behind"
+    time.sleep(1.0)  # a create still in flight in a worker thread would show up now
+    assert _containers(engine, backend) == [], "a container was created after aclose returned"
+
+
+async def test_a_slow_legal_job_makes_others_wait_not_fail() -> None:
+    """One worker, a job that runs longer than the acquire timeout: the job behind it waits its turn."""
+    config = DockerConfig(health_interval_s=0.5, acquire_timeout_s=0.5)
+    async with DockerBackend(1, LIMITS, config=config) as backend:
+        slow = _request("import time\ndef f(x):\n    time.sleep(1.5)\n    return x", "1")
+        behind = [_request(IDENTITY, str(n)) for n in range(2, 4)]
+        outcomes = await asyncio.gather(backend.run(slow), *(backend.run(r) for r in behind))
+    assert [o.calls[0].output if o.calls else o.error for o in outcomes] == ["1", "2", "3"], outcomes

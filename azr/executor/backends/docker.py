@@ -83,7 +83,9 @@ class DockerConfig:
     start_timeout_s: float = 30.0
     """How long a new container may take to report ready."""
     acquire_timeout_s: float = 60.0
-    """How long a request waits for a free container before it fails with ``infra_error``."""
+    """How long a request waits for a free container while none of its slot's containers is busy, comes
+    free or starts (a stuck pool), before it fails with ``infra_error``; waiting behind busy ones (each
+    bounded by its request's deadline) has no limit of its own."""
     health_interval_s: float = 5.0
     """How often idle containers are checked with the engine (dead ones are replaced)."""
     base_url: str | None = None
@@ -118,6 +120,10 @@ class _Slot:
     idle: collections.deque[SandboxContainer] = field(default_factory=collections.deque)
     size: int = 0
     ready: asyncio.Condition = field(default_factory=asyncio.Condition)
+    progress: int = 0
+    """Containers released or newly started so far: a waiter that sees it move keeps waiting."""
+    busy: int = 0
+    """Containers running a request now: each will come free (or be replaced) within its deadline."""
 
 
 class DockerBackend:
@@ -159,6 +165,7 @@ class DockerBackend:
         self._opened: set[HashSeedSlot] = set()
         self._live: set[SandboxContainer] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._health: asyncio.Task[None] | None = None
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closing = False
@@ -231,7 +238,7 @@ class DockerBackend:
             await self._release(first)
             for slot in PRIMARY_SLOTS:
                 self._open_slot(slot)
-            self._spawn(self._health_loop())
+            self._health = asyncio.create_task(self._health_loop())
             self._started = True
             await self._wait_until_full()
 
@@ -250,7 +257,7 @@ class DockerBackend:
         try:
             container = await self._acquire(request.slot)
         except TimeoutError:
-            message = f"no sandbox container became free within {self._config.acquire_timeout_s} s"
+            message = f"no sandbox container came free or started for {self._config.acquire_timeout_s} s"
             return _failed(ExecError(ErrorCode.INFRA_ERROR, message), started)
         try:
             outcome = await container.run(request)
@@ -260,6 +267,8 @@ class DockerBackend:
         except BaseException:
             self._recycle(container, "request cancelled mid-flight")  # the channel is in an unknown state
             raise
+        finally:
+            self._slots[request.slot].busy -= 1
         codes = {call.error.code for call in outcome.calls if call.error is not None}
         if outcome.error is not None:
             codes.add(outcome.error.code)
@@ -274,8 +283,17 @@ class DockerBackend:
     async def aclose(self) -> None:
         self._closing = True
         async with self._start_lock:
+            # Replacements and removals in flight are waited for, not cancelled: a cancelled await leaves
+            # its engine call running in a worker thread, which could create a container after the sweep
+            # below (left in Created) or race it to a removal (the engine's 409). They see ``_closing``
+            # and stop, destroying what they started; only what overruns the bound is cancelled.
+            if self._health is not None:
+                self._health.cancel()
             tasks = list(self._background)
-            for task in tasks:
+            _, overrun = (
+                await asyncio.wait(tasks, timeout=self._config.start_timeout_s) if tasks else ((), ())
+            )
+            for task in overrun:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await asyncio.gather(
@@ -301,14 +319,27 @@ class DockerBackend:
     # -- pool mechanics ------------------------------------------------------------------------------
 
     async def _acquire(self, slot: HashSeedSlot) -> SandboxContainer:
+        """A free container of ``slot``, waiting as long as the slot's containers make progress.
+
+        ``TimeoutError`` only when a whole ``acquire_timeout_s`` passed with no container of the slot
+        busy, coming free or starting: behind one slow legal job a request waits, it does not fail.
+        """
         state = self._slots[slot]
-        async with asyncio.timeout(self._config.acquire_timeout_s), state.ready:
+        async with state.ready:
             while True:
-                await state.ready.wait_for(lambda: bool(state.idle) or self._closing)
+                progress = state.progress
+                try:
+                    async with asyncio.timeout(self._config.acquire_timeout_s):
+                        await state.ready.wait_for(lambda: bool(state.idle) or self._closing)
+                except TimeoutError:
+                    if state.progress == progress and not state.busy:
+                        raise
+                    continue
                 if self._closing:
                     raise TimeoutError
                 container = state.idle.popleft()
                 if container.alive:
+                    state.busy += 1
                     return container
                 self._recycle(container, "its supervisor exited while idle")
 
@@ -316,6 +347,7 @@ class DockerBackend:
         state = self._slots[container.slot]
         async with state.ready:
             state.idle.append(container)
+            state.progress += 1
             state.ready.notify_all()
 
     def _recycle(self, container: SandboxContainer, reason: str) -> None:
@@ -350,6 +382,9 @@ class DockerBackend:
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 10.0)
                 continue
+            if self._closing:  # the pool closed while this one started: it must not outlive the pool
+                await self._destroy(container)
+                break
             await self._release(container)
             return
         self._slots[slot].size -= 1

@@ -68,12 +68,20 @@ def connect(base_url: str | None, image: str) -> Any:
 
 
 def remove_by_label(client: Any, label: str) -> None:
-    """Force-remove every container carrying ``label`` (``key=value``) (blocking)."""
+    """Force-remove every container carrying ``label`` (``key=value``) (blocking).
+
+    A container another removal is already taking away (the engine answers 409) counts as removed.
+    """
     import docker.errors
 
     for container in client.containers.list(all=True, filters={"label": label}):
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
 
 
 def remove_orphans(client: Any) -> None:
