@@ -43,7 +43,7 @@ from azr.services.store.buffers import TaskBuffers
 from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.experience_stream import ExperienceStream
 from azr.services.store.keys import Keys
-from azr.services.store.metrics import MetricsStream
+from azr.services.store.metrics import Counters, MetricsStream
 from azr.services.store.run_state import RunState
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import build_tiny_model
@@ -191,6 +191,7 @@ async def _drive(
     buffers.ensure_zero_seed()
     producer = ExperienceStream(client, keys, settings.stream, consumer="driver")
     metrics_stream = MetricsStream(client, keys, settings.metrics)
+    counters = Counters(client, keys)
 
     trainer_config = settings.trainer_config(run_dir.checkpoints, model)
     learner: Any = (
@@ -233,9 +234,11 @@ async def _drive(
 
     def on_step(record: StepRecord) -> None:
         nonlocal last
-        last = record.metrics
-        writer.write(record.step, record.metrics, record.samples)
-        metrics_stream.publish(record.step, record.metrics)
+        # The stream's gauges and lifetime counters (stale drops, duplicates, quarantine) join the step's.
+        totals = {name: float(v) for name, v in counters.all().items() if name.startswith("stream/")}
+        last = record.metrics | producer.health() | totals
+        writer.write(record.step, last, record.samples)
+        metrics_stream.publish(record.step, last)
         bar.update(1)
         bar.set_postfix(
             {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in PROGRESS_KEYS.items()}
