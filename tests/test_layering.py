@@ -34,6 +34,12 @@ ALLOWED_OURS = {
     "trainer": {"core", "trainer"},
     "rollout": {"core", "trainer", "rollout"},
     "selfplay": {"core", "executor", "roles", "proposer", "solver", "rollout", "trainer", "selfplay"},
+    "eval": {"core", "executor", "roles", "proposer", "solver", "rollout", "trainer", "selfplay", "eval"},
+    "warmstart": {
+        *("core", "executor", "roles", "proposer", "solver", "rollout", "trainer", "selfplay"),
+        *("eval", "warmstart"),
+    },
+    "report": {"report"},
 }
 
 

@@ -1,0 +1,112 @@
+"""Learning curves of self-play runs: several runs on one chart per quantity, written as PNG files.
+
+Each run directory holds ``metrics.jsonl`` (one JSON object per step, ``azr.selfplay.metrics`` and the
+learner's keys, ``eval/...`` keys where the run evaluated). A chart shows one quantity (say, solver
+accuracy) with one line per (run, task type); a quantity no run recorded is skipped. Curves are smoothed
+with a trailing moving average, since one step holds only a few tasks per type on the tiny preset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display is needed or wanted
+
+import matplotlib.pyplot as plt
+
+TYPES = ("deduction", "abduction", "induction")
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One PNG: a title, a file name and the metric keys it draws (``{type}`` is filled per task type)."""
+
+    name: str
+    title: str
+    keys: tuple[str, ...]
+
+
+CHARTS = (
+    Chart("solve_accuracy", "solver accuracy (self-play tasks)", ("solve/{type}/accuracy",)),
+    Chart("eval_accuracy", "held-out accuracy", ("eval/heldout/{type}/accuracy",)),
+    Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",)),
+    Chart("learnability", "learnability reward (mean)", ("propose/{type}/learnability_mean",)),
+    Chart("reward", "reward (mean)", ("solve/{type}/reward_mean", "propose/{type}/reward_mean")),
+    Chart("entropy", "policy entropy", ("train/entropy",)),
+    Chart("response_length", "response length (tokens)", ("response/length_mean",)),
+)
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, float]]:
+    """The steps of ``run_dir/metrics.jsonl`` in order (a cut-off last line is skipped)."""
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "step" in data:
+            rows.append({k: float(v) for k, v in data.items() if isinstance(v, int | float)})
+    return rows
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average over ``window`` steps (NaNs skipped)."""
+    out = []
+    for i in range(len(values)):
+        recent = [v for v in values[max(0, i - window + 1) : i + 1] if not math.isnan(v)]
+        out.append(sum(recent) / len(recent) if recent else math.nan)
+    return out
+
+
+def draw(run_dirs: Sequence[Path], out_dir: Path, *, window: int = 5) -> list[Path]:
+    """One PNG per chart that any run has data for; returns their paths."""
+    runs = {_label(d, run_dirs): read_metrics(d) for d in run_dirs}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for chart in CHARTS:
+        lines = _lines(chart, runs, window)
+        if not lines:
+            continue
+        figure, axes = plt.subplots(figsize=(7, 4))
+        for label, steps, values in lines:
+            axes.plot(steps, values, label=label)
+        axes.set_title(chart.title)
+        axes.set_xlabel("step")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        path = out_dir / f"{chart.name}.png"
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def _lines(
+    chart: Chart, runs: dict[str, list[dict[str, float]]], window: int
+) -> list[tuple[str, list[float], list[float]]]:
+    lines = []
+    for run, rows in runs.items():
+        for template in chart.keys:
+            for task_type in TYPES if "{type}" in template else ("",):
+                key = template.format(type=task_type)
+                points = [(r["step"], r[key]) for r in rows if key in r]
+                if points:
+                    label = " ".join(
+                        part for part in (run, key if len(chart.keys) > 1 else task_type) if part
+                    )
+                    lines.append((label, [s for s, _ in points], smooth([v for _, v in points], window)))
+    return lines
+
+
+def _label(run_dir: Path, all_dirs: Sequence[Path]) -> str:
+    """A run's name on the charts: its directory name, or its path when names clash."""
+    names = [d.name for d in all_dirs]
+    return run_dir.name if names.count(run_dir.name) == 1 else str(run_dir)

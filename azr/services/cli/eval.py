@@ -1,0 +1,104 @@
+"""``azr eval``: score a checkpoint's solver on a task suite; prints a table and writes JSON.
+
+    azr eval --checkpoint ~/.cache/azr/models/tiny-warm --suite heldout
+    azr eval --checkpoint runs/tiny-20261203-1500 --suite heldout --samples 4 --temperature 1.0
+    azr eval --checkpoint runs/a/checkpoints/step-00000020 --tasks my_suite.jsonl --out scores.json
+
+``--checkpoint`` takes a model directory, a training checkpoint or a run directory (its newest
+checkpoint). ``--tasks`` lines are executor jobs (as ``azr executor run`` takes them) or bare tasks; their
+gold answers are computed by the executor. Exit codes: 0 when scored, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from azr.eval.runner import evaluate_checkpoint, model_directory
+from azr.eval.scoring import EvalReport
+from azr.eval.suites import BUILT_IN, load_suite, load_tasks_file
+from azr.executor.pool import PoolConfig
+from azr.services.settings import PRESETS, parse_overrides, resolve
+
+
+def eval_command(
+    *,
+    checkpoint: Annotated[Path, typer.Option(help="Model directory, checkpoint or run directory.")],
+    suite: Annotated[str | None, typer.Option(help=f"Built-in suite: {', '.join(BUILT_IN)}.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="A JSONL file of tasks or executor jobs.")] = None,
+    samples: Annotated[int, typer.Option(min=1, help="Responses per task (pass@k with k = samples).")] = 1,
+    temperature: Annotated[
+        float | None, typer.Option(min=0.0, help="0: greedy (default with one sample); else sampled.")
+    ] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Default: the preset's rollout.")] = None,
+    preset: Annotated[str, typer.Option(help=f"Prompt settings of: {', '.join(PRESETS)}.")] = "tiny",
+    seed: Annotated[int, typer.Option(min=0, help="Seeds sampling.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="JSON report path (default: eval-<suite>.json).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a run setting: KEY.PATH=VALUE (repeatable).")
+    ] = None,
+) -> None:
+    """Score the solver of a checkpoint: pass@1 (and pass@k) per task type, format errors, lengths."""
+    console = Console()
+    if (suite is None) == (tasks is None):
+        console.print("[red]give exactly one of --suite and --tasks[/red]")
+        raise typer.Exit(2)
+    t = temperature if temperature is not None else (0.0 if samples == 1 else 1.0)
+    try:
+        settings = resolve(preset, parse_overrides(set_ or []))
+        name = suite if suite is not None else Path(str(tasks)).stem
+        task_list = load_suite(suite) if suite is not None else load_tasks_file(Path(str(tasks)))
+        model_directory(checkpoint)
+        if t == 0 and samples > 1:
+            raise ValueError("greedy decoding gives one response per task: pass --temperature above 0")
+    except (ValueError, ValidationError, FileNotFoundError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    report = asyncio.run(
+        evaluate_checkpoint(
+            checkpoint,
+            task_list,
+            suite=name,
+            roles=settings.roles,
+            prompt_format=settings.selfplay.prompt_format,
+            samples=samples,
+            temperature=t,
+            max_new_tokens=max_new_tokens or settings.rollout.max_new_tokens,
+            seed=seed,
+            executor=PoolConfig(
+                backend=settings.executor.backend,
+                workers=settings.executor.workers,
+                allow_unisolated=settings.executor.allow_unisolated,
+            ),
+        )
+    )
+    print_report(console, report)
+    path = out or Path(f"eval-{name}.json")
+    path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    console.print(f"report: {path}")
+
+
+def print_report(console: Console, report: EvalReport) -> None:
+    table = Table(
+        title=f"{report.suite}: {report.checkpoint} (samples {report.samples}, T {report.temperature:g})"
+    )
+    for column in ("type", "tasks", "invalid", "pass@1", f"pass@{report.samples}", "format errors", "tokens"):
+        table.add_column(column, justify="left" if column == "type" else "right")
+    for name, score in [*report.by_type.items(), ("overall", report.overall)]:
+        table.add_row(
+            name,
+            str(score.tasks),
+            str(score.invalid),
+            f"{score.pass_at_1:.3f}",
+            f"{score.pass_at_k:.3f}",
+            f"{score.format_error_rate:.3f}",
+            f"{score.mean_response_tokens:.1f}",
+        )
+    console.print(table)

@@ -1,0 +1,135 @@
+"""Building (or reusing) the warm-started tiny model: data, training, a cached model directory.
+
+``build_warm_start(cache_dir)`` returns a Hugging Face model directory that ``from_pretrained`` loads,
+like the tiny model it starts from. The build is cached under a fingerprint of everything that
+determines it (the base model's build, the configuration, the examples themselves and the held-out
+suite they exclude): a directory holding the same fingerprint is reused as is. A fresh build is written
+to a temporary sibling and renamed into place, so concurrent builders never see a half-written model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from azr.eval.suites import load_suite
+from azr.executor.pool import ExecutorPool, PoolConfig
+from azr.selfplay.rendering import PromptRenderer
+from azr.trainer.models import load_tokenizer
+from azr.trainer.tiny import MARKER as TINY_MARKER
+from azr.trainer.tiny import build_tiny_model
+from azr.warmstart.config import WarmStartConfig
+from azr.warmstart.data import DataReport, build_examples, data_fingerprint
+from azr.warmstart.examples import Example
+from azr.warmstart.train import SFTSchedule, tokenise, train
+
+log = logging.getLogger(__name__)
+
+MARKER = "azr-warm-start.json"
+WARM_MODEL_DIR = Path("models") / "tiny-warm"
+"""Where, under the cache directory, the warm-started tiny model lives."""
+BASE_MODEL_DIR = Path("models") / "tiny"
+
+
+@dataclass(frozen=True, slots=True)
+class WarmStartResult:
+    directory: Path
+    reused: bool
+    fingerprint: str
+    report: DataReport | None
+    losses: tuple[float, ...]
+    seconds: float
+
+
+def build_warm_start(
+    cache_dir: Path,
+    config: WarmStartConfig | None = None,
+    *,
+    directory: Path | None = None,
+    force: bool = False,
+) -> WarmStartResult:
+    """Build the warm-started tiny model in ``directory`` (default ``cache_dir/models/tiny-warm``), or
+    reuse the one already there when its fingerprint matches."""
+    config = config or WarmStartConfig()
+    target = directory or cache_dir / WARM_MODEL_DIR
+    base = build_tiny_model(cache_dir / BASE_MODEL_DIR)
+    started = time.perf_counter()
+    examples, report = asyncio.run(_examples(config))
+    want = _fingerprint(config, base, data_fingerprint(examples))
+    if not force and _built_fingerprint(target) == want:
+        log.info("reusing the warm start in %s", target)
+        return WarmStartResult(target, True, want, report, (), time.perf_counter() - started)
+    log.info("warm start: %d examples %s", report.examples, report.by_group)
+    tokenizer = load_tokenizer(str(base))
+    rows = tokenise(examples, tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens)
+    torch.manual_seed(config.seed)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(f"{base} did not load as a transformers model")
+    schedule = SFTSchedule(
+        config.steps, config.batch_size, config.prompt_gradient, config.lr, config.warmup_steps, config.seed
+    )
+    losses = train(model, rows, int(tokenizer.pad_token_id), schedule)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        tmp.chmod(0o755)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        marker = {"fingerprint": want, "config": config.model_dump(mode="json"), "data": asdict(report)}
+        (tmp / MARKER).write_text(json.dumps(marker | {"losses": losses}, indent=1))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except OSError:
+        if _built_fingerprint(target) != want:  # another builder renamed the same build into place first
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    log.info("built the warm start in %s (%.0f s)", target, seconds)
+    return WarmStartResult(target, False, want, report, tuple(losses), seconds)
+
+
+async def _examples(config: WarmStartConfig) -> tuple[list[Example], DataReport]:
+    pool_config = PoolConfig(
+        backend=config.executor_backend,
+        workers=config.executor_workers,
+        allow_unisolated=config.allow_unisolated,
+    )
+    async with ExecutorPool.from_config(pool_config) as executor:
+        return await build_examples(
+            executor,
+            config.roles,
+            per_type=config.tasks_per_type,
+            seed=config.seed,
+            held_out=load_suite("heldout"),
+        )
+
+
+def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
+    h = hashlib.sha256()
+    base_marker = (base / TINY_MARKER).read_text() if (base / TINY_MARKER).exists() else str(base)
+    for part in (config.model_dump_json(), base_marker, data, torch.__version__):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _built_fingerprint(directory: Path) -> str | None:
+    try:
+        data = json.loads((directory / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    value = data.get("fingerprint") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None

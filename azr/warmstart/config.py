@@ -1,0 +1,48 @@
+"""Configuration of the warm start (``azr pretrain``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from azr.roles.config import RolesConfig
+from azr.selfplay.config import PromptFormat
+
+
+class WarmStartConfig(BaseModel):
+    """How the warm-start data is drawn and how long the model is trained on it.
+
+    The defaults fit the tiny model on a 2-core CPU in a few minutes and stop well short of what the
+    model could learn from this data: the warm start teaches the formats and a start, self-play the rest.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tasks_per_type: int = Field(
+        default=200, ge=2, le=100_000, description="Tasks drawn per task type (each gives two examples)."
+    )
+    seed: int = Field(default=0, ge=0, description="Seeds the task stream, the references and the shuffle.")
+    steps: int = Field(default=60, ge=1, le=1_000_000, description="Optimizer steps of supervised training.")
+    batch_size: int = Field(default=8, ge=1, le=4_096, description="Examples per optimizer step.")
+    prompt_gradient: bool = Field(
+        default=False,
+        description="Back-propagate through the prompt tokens too (about 3x the CPU cost per step); off, the "
+        "prompt is read without gradient and only the completion is trained through.",
+    )
+    lr: float = Field(default=2e-3, gt=0, le=1, description="Peak AdamW learning rate.")
+    warmup_steps: int = Field(default=5, ge=1, description="Steps of linear warm-up to the peak rate.")
+    max_tokens: int = Field(
+        default=2048,
+        ge=32,
+        description="Longest example (prompt and completion) in tokens; longer are dropped.",
+    )
+    roles: RolesConfig = Field(
+        default_factory=RolesConfig, description="The prompts' settings: use the run's, so formats match."
+    )
+    prompt_format: PromptFormat = Field(default="chat", description="As ``SelfPlayConfig.prompt_format``.")
+    executor_backend: Literal["local", "docker"] = Field(default="local", description="Sandbox that labels.")
+    executor_workers: int = Field(default=2, ge=1, le=1024, description="Sandbox workers.")
+    allow_unisolated: bool = Field(
+        default=False, description="Let the local sandbox run without namespaces (development machines)."
+    )

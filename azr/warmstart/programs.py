@@ -1,0 +1,209 @@
+"""Program families of the warm start: small, parametrised programs the project writes itself.
+
+No human-written task, answer or text corpus is used anywhere: a family is a template whose constants,
+argument names and style are drawn from a seeded ``random.Random``, and its inputs are random integers,
+random lowercase strings and lists of them. The executor computes every output. The programs are kept
+small on purpose: the tiny model has a few million parameters and a CPU budget of minutes, and the warm
+start must only teach it the formats and a start, leaving room for self-play to improve on.
+
+Streams: ``draw_tasks(label, ...)`` seeds its generator from the label, so the warm start ("warmstart")
+and the held-out suite ("heldout") draw from separate streams; the warm start additionally drops any task
+that coincides with a held-out one (``azr.warmstart.data``).
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from azr.core.task import Origin, Task, TaskType
+from azr.executor.values import canonical_args, parse_args
+
+__all__ = ["FAMILIES", "INDUCTION_INPUTS", "Draft", "draw_task", "draw_tasks"]
+
+INDUCTION_INPUTS = 10
+"""Inputs of an induction task, as the paper and ``RolesConfig`` defaults ask (half shown, half judged)."""
+_INT_NAMES = ("x", "n", "a", "k", "v")
+_STR_NAMES = ("s", "text", "w")
+_LIST_NAMES = ("xs", "nums", "items")
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """One drawn program, how to draw an argument-list text for it, and what it does in a few words."""
+
+    program: str
+    make_input: Callable[[random.Random], str]
+    message: str
+
+
+def _small_int(rng: random.Random) -> str:
+    return str(rng.randint(-9, 20))
+
+
+def _word(rng: random.Random) -> str:
+    return repr("".join(rng.choice(string.ascii_lowercase[:12]) for _ in range(rng.randint(1, 5))))
+
+
+def _int_list(rng: random.Random) -> str:
+    return repr([rng.randint(0, 9) for _ in range(rng.randint(1, 5))])
+
+
+def _two_ints(rng: random.Random) -> str:
+    return f"{_small_int(rng)}, {_small_int(rng)}"
+
+
+def _def(name: str, body: str, *args: str) -> str:
+    return f"def f({', '.join(args) if args else name}):\n    return {body}"
+
+
+def _int_arith(rng: random.Random) -> Draft:
+    x, k = rng.choice(_INT_NAMES), rng.randint(1, 9)
+    op, word = rng.choice([("+", "adds"), ("-", "subtracts"), ("*", "multiplies by")])
+    return Draft(_def(x, f"{x} {op} {k}"), _small_int, f"{word} {k}")
+
+
+def _int_affine(rng: random.Random) -> Draft:
+    x, a, b = rng.choice(_INT_NAMES), rng.randint(2, 4), rng.randint(1, 9)
+    return Draft(_def(x, f"{a} * {x} + {b}"), _small_int, f"times {a} plus {b}")
+
+
+def _int_unary(rng: random.Random) -> Draft:
+    x = rng.choice(_INT_NAMES)
+    body, message = rng.choice(
+        [
+            (x, "returns the number"),
+            (f"abs({x})", "absolute value"),
+            (f"{x} * {x}", "square"),
+            (f"-{x}", "negates"),
+        ]
+    )
+    return Draft(_def(x, body), _small_int, message)
+
+
+def _int_mod(rng: random.Random) -> Draft:
+    x, m = rng.choice(_INT_NAMES), rng.randint(2, 7)
+    body, message = rng.choice(
+        [(f"{x} % {m}", f"remainder mod {m}"), (f"{x} % {m} == 0", f"divisible by {m}")]
+    )
+    return Draft(_def(x, body), _small_int, message)
+
+
+def _int_pair(rng: random.Random) -> Draft:
+    body, message = rng.choice(
+        [("max(a, b)", "larger"), ("min(a, b)", "smaller"), ("a + b", "sum"), ("a - b", "difference")]
+    )
+    return Draft(_def("", body, "a", "b"), _two_ints, message)
+
+
+def _str_method(rng: random.Random) -> Draft:
+    s = rng.choice(_STR_NAMES)
+    body, message = rng.choice(
+        [
+            (f"{s}.upper()", "upper case"),
+            (f"{s}[::-1]", "reversed"),
+            (f"len({s})", "length"),
+            (f"{s}[0]", "first letter"),
+            (f"{s}[-1]", "last letter"),
+            (s, "returns the text"),
+        ]
+    )
+    return Draft(_def(s, body), _word, message)
+
+
+def _str_const(rng: random.Random) -> Draft:
+    s, c = rng.choice(_STR_NAMES), rng.choice(string.ascii_lowercase[:12])
+    body, message = rng.choice(
+        [
+            (f"{s} + '{c}'", f"appends {c}"),
+            (f"'{c}' + {s}", f"prepends {c}"),
+            (f"{s}.count('{c}')", f"counts {c}"),
+            (f"{s} * {rng.randint(2, 3)}", "repeats"),
+        ]
+    )
+    return Draft(_def(s, body), _word, message)
+
+
+def _list_reduce(rng: random.Random) -> Draft:
+    xs = rng.choice(_LIST_NAMES)
+    body, message = rng.choice(
+        [
+            (f"sum({xs})", "sum"),
+            (f"len({xs})", "length"),
+            (f"max({xs})", "largest"),
+            (f"min({xs})", "smallest"),
+            (f"{xs}[0]", "first item"),
+            (f"{xs}[-1]", "last item"),
+        ]
+    )
+    return Draft(_def(xs, body), _int_list, message)
+
+
+def _list_map(rng: random.Random) -> Draft:
+    xs, k = rng.choice(_LIST_NAMES), rng.randint(1, 5)
+    body, message = rng.choice(
+        [
+            (f"sorted({xs})", "sorted"),
+            (f"{xs}[::-1]", "reversed"),
+            (f"[v + {k} for v in {xs}]", f"adds {k} to each"),
+            (f"[v * {k} for v in {xs}]", f"multiplies each by {k}"),
+            (f"[v for v in {xs} if v > {k}]", f"keeps items above {k}"),
+            (f"{xs} + [{k}]", f"appends {k}"),
+        ]
+    )
+    return Draft(_def(xs, body), _int_list, message)
+
+
+FAMILIES: tuple[Callable[[random.Random], Draft], ...] = (
+    _int_arith,
+    _int_affine,
+    _int_unary,
+    _int_mod,
+    _int_pair,
+    _str_method,
+    _str_const,
+    _list_reduce,
+    _list_map,
+)
+"""Every family, drawn uniformly."""
+
+
+def draw_task(rng: random.Random, task_type: TaskType) -> Task | None:
+    """One unlabelled task of ``task_type`` (inputs only), or None when the draw had too few distinct
+    inputs for induction."""
+    draft = rng.choice(FAMILIES)(rng)
+    wanted = INDUCTION_INPUTS if task_type is TaskType.INDUCTION else 1
+    inputs: list[str] = []
+    for _ in range(20 * wanted):
+        text = canonical_args(parse_args(draft.make_input(rng)))
+        if text not in inputs:
+            inputs.append(text)
+        if len(inputs) == wanted:
+            break
+    if len(inputs) < wanted:
+        return None
+    return Task(
+        type=task_type,
+        program=draft.program,
+        inputs=tuple(inputs),
+        message=draft.message if task_type is TaskType.INDUCTION else "",
+        origin=Origin.USER,
+    )
+
+
+def draw_tasks(label: str, per_type: int, *, seed: int = 0) -> list[Task]:
+    """``per_type`` distinct tasks of each type, the types in turn, reproducible from ``(label, seed)``."""
+    rng = random.Random(f"{label}/{seed}")
+    out: list[Task] = []
+    seen: set[str] = set()
+    types = tuple(TaskType)
+    for _ in range(100 * per_type * len(types) + 100):
+        if len(out) == per_type * len(types):
+            return out
+        task = draw_task(rng, types[len(out) % len(types)])
+        if task is not None and task.id not in seen:
+            seen.add(task.id)
+            out.append(task)
+    raise RuntimeError(f"the families yield only {len(out)} distinct tasks for {label!r}; ask for fewer")

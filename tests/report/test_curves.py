@@ -1,0 +1,55 @@
+"""``azr report`` draws PNG charts from metrics.jsonl files shaped like a real run's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+from azr.core.task import TaskType
+from azr.report.curves import draw, read_metrics, smooth
+from azr.selfplay.metrics import RoundMetrics
+
+AZR = [sys.executable, "-c", "from azr.services.cli import main; main()"]
+
+
+def _run(root: Path, steps: int, accuracy_step: float) -> Path:
+    """A run directory whose metrics.jsonl holds the keys one round really writes, plus learner keys."""
+    root.mkdir(parents=True)
+    keys = RoundMetrics().finish()
+    with (root / "metrics.jsonl").open("w") as f:
+        for step in range(steps):
+            row = dict(keys) | {"step": float(step), "train/entropy": 6.0 - 0.1 * step}
+            for t in TaskType:
+                row[f"solve/{t.value}/accuracy"] = min(1.0, accuracy_step * step)
+            f.write(json.dumps(row) + "\n")
+        f.write('{"step": 99, "solve/dedu')  # a run stopped mid-write
+    return root
+
+
+def test_charts_are_drawn_for_the_quantities_the_runs_recorded(tmp_path: Path) -> None:
+    runs = [_run(tmp_path / "a", 6, 0.1), _run(tmp_path / "b", 4, 0.2)]
+    assert len(read_metrics(runs[0])) == 6
+    paths = draw(runs, tmp_path / "out", window=2)
+    names = {p.stem for p in paths}
+    assert {"solve_accuracy", "valid_rate", "learnability", "reward", "entropy", "response_length"} <= names
+    assert "eval_accuracy" not in names, "no run evaluated, so there is no held-out chart"
+    for path in paths:
+        with Image.open(path) as image:
+            assert image.format == "PNG" and image.size[0] > 100
+
+
+def test_smooth_is_a_trailing_mean() -> None:
+    assert smooth([0.0, 1.0, 2.0, 3.0], 2) == [0.0, 0.5, 1.5, 2.5]
+
+
+def test_the_cli_writes_into_the_first_run(tmp_path: Path) -> None:
+    run = _run(tmp_path / "a", 3, 0.1)
+    result = subprocess.run([*AZR, "report", str(run)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert (run / "report" / "solve_accuracy.png").is_file()
+    missing = subprocess.run([*AZR, "report", str(tmp_path / "nothing")], capture_output=True, check=False)
+    assert missing.returncode == 2
