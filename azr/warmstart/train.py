@@ -145,9 +145,15 @@ def lr_factor(step: int, schedule: SFTSchedule) -> float:
 
 
 def train(
-    model: PreTrainedModel, rows: Sequence[Tokenised], pad_id: int, schedule: SFTSchedule
+    model: PreTrainedModel,
+    rows: Sequence[Tokenised],
+    pad_id: int,
+    schedule: SFTSchedule,
+    *,
+    max_seconds: float | None = None,
 ) -> list[float]:
-    """Train ``model`` in place for ``schedule.steps`` optimizer steps; returns the loss of each step."""
+    """Train ``model`` in place for ``schedule.steps`` optimizer steps, or until ``max_seconds`` of wall
+    time have passed (a benchmark's fixed budget); returns the loss of each step."""
     if not rows:
         raise ValueError("no example fits the token budget: nothing to train on")
     generator = torch.Generator().manual_seed(schedule.seed)
@@ -157,6 +163,8 @@ def train(
     losses: list[float] = []
     started = time.perf_counter()
     for step in range(schedule.steps):
+        if max_seconds is not None and time.perf_counter() - started > max_seconds:
+            break
         while len(order) < schedule.batch_size:  # a fresh seeded permutation each pass over the data
             order += torch.randperm(len(rows), generator=generator).tolist()
         batch, order = [rows[i] for i in order[: schedule.batch_size]], order[schedule.batch_size :]
