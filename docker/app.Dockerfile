@@ -39,7 +39,8 @@ RUN set -eu; \
     /opt/venv/bin/azr --help >/dev/null
 
 ARG AZR_APP_TAG=dev
-LABEL org.azr.app.tag="${AZR_APP_TAG}"
+ARG AZR_SANDBOX_IMAGE=unknown
+LABEL org.azr.app.tag="${AZR_APP_TAG}" org.azr.sandbox.image="${AZR_SANDBOX_IMAGE}"
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     LANG=C.UTF-8 \
     PYTHONUNBUFFERED=1 \

