@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Coroutine, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar, runtime_checkable
 
@@ -47,6 +48,9 @@ _PROBE = RunRequest(program="def f(x):\n    return x", args=("0",))
 
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
+    """How to build an executor pool: the one configuration the CLI, the executor service and the
+    self-play loop all pass (nothing is read from the environment behind it)."""
+
     backend: BackendName = "local"
     """Where programs run: ``local`` (namespaced processes on this host) or ``docker`` (containers)."""
     workers: int = 2
@@ -59,6 +63,13 @@ class PoolConfig:
     """Let the local backend run with weaker isolation than it asks for (development machines only)."""
     max_in_flight: int | None = None
     """Jobs judged at once across all callers; ``None`` means two per worker."""
+    docker_image: str | None = None
+    """Docker backend: the sandbox image; ``None`` is the one built from this checkout
+    (docker/build-sandbox-image.sh)."""
+    docker_runtime: str | None = None
+    """Docker backend: the OCI runtime, e.g. ``runsc`` for gVisor; ``None`` is the engine's default."""
+    docker_seccomp_profile: Path | None = None
+    """Docker backend: a seccomp profile (JSON) to apply instead of the engine's default profile."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("local", "docker"):
@@ -67,6 +78,14 @@ class PoolConfig:
             raise ValueError("workers must be at least 1")
         if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1 (or None for two per worker)")
+        docker_only: dict[str, object] = {
+            "docker_image": self.docker_image,
+            "docker_runtime": self.docker_runtime,
+            "docker_seccomp_profile": self.docker_seccomp_profile,
+        }
+        given = sorted(name for name, value in docker_only.items() if value is not None)
+        if self.backend != "docker" and given:
+            raise ValueError(f"{', '.join(given)} only apply to the docker backend; drop them or use it")
 
     @property
     def in_flight(self) -> int:
@@ -83,9 +102,14 @@ class Startable(Protocol):
 def make_backend(config: PoolConfig) -> Backend:
     """Build the backend named by ``config``; heavy backends are imported only when chosen."""
     if config.backend == "docker":
-        from azr.executor.backends.docker import DockerBackend
+        from azr.executor.backends.docker import DockerBackend, DockerConfig
 
-        backend: Backend = DockerBackend(config.workers, config.limits)
+        docker = DockerConfig(
+            image=config.docker_image,
+            runtime=config.docker_runtime,
+            seccomp_profile=config.docker_seccomp_profile,
+        )
+        backend: Backend = DockerBackend(config.workers, config.limits, config=docker)
         return backend
     from azr.executor.backends.local import LocalBackend
 

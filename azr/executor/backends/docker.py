@@ -91,17 +91,6 @@ class DockerConfig:
     base_url: str | None = None
     """Docker engine address; ``None`` reads DOCKER_HOST, else the local socket."""
 
-    @classmethod
-    def from_env(cls) -> DockerConfig:
-        """Defaults, with ``AZR_DOCKER_IMAGE``, ``AZR_DOCKER_RUNTIME`` and ``AZR_DOCKER_SECCOMP_PROFILE``
-        applied when set (how an operator picks gVisor or a profile without code)."""
-        profile = os.environ.get("AZR_DOCKER_SECCOMP_PROFILE")
-        return cls(
-            image=os.environ.get("AZR_DOCKER_IMAGE") or None,
-            runtime=os.environ.get("AZR_DOCKER_RUNTIME") or None,
-            seccomp_profile=Path(profile) if profile else None,
-        )
-
     def __post_init__(self) -> None:
         if self.jobs_per_container < 1:
             raise ValueError("jobs_per_container must be at least 1")
@@ -140,7 +129,7 @@ class DockerBackend:
         if workers < 1:
             raise ValueError("workers must be at least 1")
         self._workers = workers
-        self._config = config or DockerConfig.from_env()
+        self._config = config or DockerConfig()
         limits = limits or SandboxLimits()
         self._image = self._config.image or image_ref()
         self._spec = ContainerSpec(

@@ -141,7 +141,7 @@ class SandboxContainer:
             await container._attach()
             await asyncio.to_thread(client.api.start, created.id)
             hello = await asyncio.wait_for(protocol.read_frame_async(container._frames), ready_timeout_s)
-            container._check_hello(hello)
+            protocol.check_hello(hello, slot, require_unprivileged=True)
             container.host_pid = int((await asyncio.to_thread(container.inspect))["State"]["Pid"])
         except BaseException as exc:
             await container.destroy()
@@ -165,7 +165,7 @@ class SandboxContainer:
     async def run(self, request: RunRequest) -> RunOutcome:
         """Send one run request and wait for its reply; a failure of the channel raises ``ContainerError``."""
         assert self._writer is not None, "started containers have a writer"
-        deadline_s = len(request.args) * (request.limits.timeout_s + 1.0) + _REPLY_MARGIN_S
+        deadline_s = protocol.reply_deadline_s(request)
         self._stdout_allowance = _MAX_REPLY_BYTES
         try:
             self._writer.write(protocol.encode_frame(protocol.encode_run(request)))
@@ -253,15 +253,6 @@ class SandboxContainer:
         self._stderr_bytes += len(payload)
         while self._stderr_bytes > _STDERR_KEPT_BYTES and len(self._stderr) > 1:
             self._stderr_bytes -= len(self._stderr.popleft())
-
-    def _check_hello(self, hello: dict[str, Any]) -> None:
-        expected_seed = str(protocol.SLOT_HASH_SEEDS[self.slot])
-        if hello.get("op") != "ready" or hello.get("hash_seed") != expected_seed:
-            raise protocol.ProtocolError(f"unexpected hello from the supervisor: {hello!r:.200}")
-        if hello.get("uid") in (0, None):
-            raise protocol.ProtocolError(
-                "the supervisor runs as root; the image must set an unprivileged USER"
-            )
 
     async def _fault(self, exc: BaseException) -> ContainerError:
         """Why the channel broke: an OOM kill is the job's doing, anything else is infrastructure."""

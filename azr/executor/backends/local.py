@@ -40,8 +40,6 @@ logger = logging.getLogger(__name__)
 _MIN_SCRATCH_BYTES = 16 * 1024**2
 _GRACEFUL_EXIT_S = 5.0
 _RESPAWN_ATTEMPTS = 5
-_REPLY_GRACE_S = 10.0
-"""Slack on top of the sum of call timeouts before a silent supervisor counts as hung."""
 
 
 class IsolationUnavailableError(RuntimeError):
@@ -224,8 +222,9 @@ class LocalBackend:
         try:
             assert process.stdout is not None
             hello = await asyncio.wait_for(protocol.read_frame_async(process.stdout), self.startup_timeout_s)
-            if hello.get("op") != "ready" or hello.get("hash_seed") != str(protocol.SLOT_HASH_SEEDS[slot]):
-                raise protocol.ProtocolError(f"unexpected hello from supervisor: {hello!r:.200}")
+            # Not refused for root here: the start-up probe reports the uid and capabilities the
+            # supervisor sees from inside, and the isolation report (user) is judged from those.
+            protocol.check_hello(hello, slot, require_unprivileged=False)
             if plan.isolated:
                 supervisor.sandbox_pid = _child_pid(info_read)
         except BaseException:
@@ -311,7 +310,7 @@ class LocalBackend:
         self, supervisor: _Supervisor, request: RunRequest, frame: bytes | None = None, release: bool = False
     ) -> RunOutcome:
         frame = frame or protocol.encode_frame(protocol.encode_run(request))
-        timeout_s = len(request.args or ("",)) * (request.limits.timeout_s + 1.0) + _REPLY_GRACE_S
+        timeout_s = protocol.reply_deadline_s(request)
         try:
             reply = await supervisor.request(frame, timeout_s)
             outcome = protocol.decode_outcome(reply, len(request.args))

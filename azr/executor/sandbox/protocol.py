@@ -203,3 +203,22 @@ SLOT_HASH_SEEDS: dict[HashSeedSlot, int] = {
 """PYTHONHASHSEED of the supervisors of each slot. CPython reads the seed once, at interpreter start, so
 seeds belong to warm interpreters, not to requests; fixed (not random) so that verdicts are reproducible.
 Distinct seeds give independent string hashes, so their numeric values do not matter."""
+
+
+REPLY_GRACE_S = 10.0
+"""Slack on top of a request's call timeouts before a silent supervisor counts as hung."""
+
+
+def reply_deadline_s(request: RunRequest) -> float:
+    """How long the parent waits for the reply to ``request``: each call's wall-clock limit plus a second
+    for its fork and result, and a grace for the supervisor itself; past it the sandbox is replaced."""
+    return max(1, len(request.args)) * (request.limits.timeout_s + 1.0) + REPLY_GRACE_S
+
+
+def check_hello(hello: JsonObject, slot: HashSeedSlot, *, require_unprivileged: bool) -> None:
+    """Accept a supervisor's first message only when it is ready under the slot's hash seed (and, where
+    the backend asks for it, not running as root); anything else is a ``ProtocolError``."""
+    if hello.get("op") != "ready" or hello.get("hash_seed") != str(SLOT_HASH_SEEDS[slot]):
+        raise ProtocolError(f"unexpected hello from the supervisor: {hello!r:.200}")
+    if require_unprivileged and hello.get("uid") in (0, None):
+        raise ProtocolError("the supervisor runs as root; the image must set an unprivileged USER")

@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 import typer
 from rich.console import Console
@@ -57,6 +57,25 @@ UnisolatedOption = Annotated[
 ]
 
 
+DockerImageOption = Annotated[
+    str | None,
+    typer.Option("--docker-image", help="Docker backend: sandbox image (default: built from this checkout)."),
+]
+DockerRuntimeOption = Annotated[
+    str | None,
+    typer.Option("--docker-runtime", help="Docker backend: OCI runtime, e.g. runsc for gVisor."),
+]
+DockerSeccompOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--docker-seccomp-profile",
+        exists=True,
+        dir_okay=False,
+        help="Docker backend: seccomp profile (JSON) instead of the engine's default.",
+    ),
+]
+
+
 class CannotRunError(Exception):
     """The run could not start or could not read/write its files (exit code 1)."""
 
@@ -72,12 +91,21 @@ def run(
     workers: WorkersOption = DEFAULT_WORKERS,
     gate: Annotated[Switch, typer.Option("--gate", help="Screen programs with the static gate.")] = Switch.ON,
     allow_unisolated: UnisolatedOption = False,
+    docker_image: DockerImageOption = None,
+    docker_runtime: DockerRuntimeOption = None,
+    docker_seccomp_profile: DockerSeccompOption = None,
 ) -> None:
     """Judge a JSON-lines batch of jobs; each result is written as soon as its job finishes."""
-    config = PoolConfig(
-        backend=backend.value, workers=workers, gate=gate is Switch.ON, allow_unisolated=allow_unisolated
-    )
     err = Console(stderr=True, soft_wrap=True)
+    config = _pool_config(
+        backend=backend.value,
+        workers=workers,
+        gate=gate is Switch.ON,
+        allow_unisolated=allow_unisolated,
+        docker_image=docker_image,
+        docker_runtime=docker_runtime,
+        docker_seccomp_profile=docker_seccomp_profile,
+    )
     try:
         with _open(in_path, "rb") as source, _open(out_path, "wb") as sink:
             summary = asyncio.run(_run(config, source, sink, err))
@@ -92,6 +120,14 @@ def run(
         f"correct), {summary.not_ok} not ok ({summary.malformed} malformed, {summary.infra_errors} infra "
         f"errors); error classes: {codes}"
     )
+
+
+def _pool_config(**fields: Any) -> PoolConfig:
+    """The pool the options ask for; options that contradict each other are a usage error (exit 2)."""
+    try:
+        return PoolConfig(**fields)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 async def _run(config: PoolConfig, source: BinaryIO, sink: BinaryIO, err: Console) -> BatchSummary:
@@ -141,13 +177,23 @@ def demo(
     backend: BackendOption = BackendChoice.LOCAL,
     workers: WorkersOption = DEFAULT_WORKERS,
     allow_unisolated: UnisolatedOption = False,
+    docker_image: DockerImageOption = None,
+    docker_runtime: DockerRuntimeOption = None,
+    docker_seccomp_profile: DockerSeccompOption = None,
 ) -> None:
     """Validate and check the example jobs and show the verdicts as a table."""
     console = Console()
     path = jobs_path or _demo_jobs()
+    config = _pool_config(
+        backend=backend.value,
+        workers=workers,
+        allow_unisolated=allow_unisolated,
+        docker_image=docker_image,
+        docker_runtime=docker_runtime,
+        docker_seccomp_profile=docker_seccomp_profile,
+    )
     try:
         entries = _read_jobs(path)
-        config = PoolConfig(backend=backend.value, workers=workers, allow_unisolated=allow_unisolated)
         isolation, results = asyncio.run(_demo(config, entries))
     except CannotRunError as exc:
         Console(stderr=True, soft_wrap=True).print(f"[red]executor demo failed:[/red] {exc}")
@@ -244,15 +290,32 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port to listen on.")] = 8090,
     workers: WorkersOption = DEFAULT_WORKERS,
     allow_unisolated: UnisolatedOption = False,
+    docker_image: DockerImageOption = None,
+    docker_runtime: DockerRuntimeOption = None,
+    docker_seccomp_profile: DockerSeccompOption = None,
 ) -> None:
     """Serve the executor over HTTP. The bearer token comes from AZR_EXECUTOR_TOKEN (never the command
-    line, where other users could read it); other settings from AZR_EXECUTOR_* variables."""
+    line, where other users could read it); other settings from AZR_EXECUTOR_* variables, which the
+    options given here override."""
+    from pydantic import ValidationError
+
     from azr.services.executor_service.serve import InsecureBindError, serve_executor
     from azr.services.executor_service.settings import ExecutorServiceSettings
 
-    settings = ExecutorServiceSettings(
-        backend=backend.value, workers=workers, allow_unisolated=allow_unisolated
-    )
+    docker: dict[str, Any] = {
+        "docker_image": docker_image,
+        "docker_runtime": docker_runtime,
+        "docker_seccomp_profile": docker_seccomp_profile,
+    }
+    try:
+        settings = ExecutorServiceSettings(
+            backend=backend.value,
+            workers=workers,
+            allow_unisolated=allow_unisolated,
+            **{name: value for name, value in docker.items() if value is not None},
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
     try:
         serve_executor(settings, host=host, port=port)
     except InsecureBindError as exc:

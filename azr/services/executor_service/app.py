@@ -28,7 +28,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from azr.executor.backends.base import Backend
-from azr.executor.pool import ExecutorPool, PoolConfig, make_backend
+from azr.executor.pool import ExecutorPool, make_backend
 from azr.services.executor_service.batches import AdmissionError, BatchRunner
 from azr.services.executor_service.limits import BodySizeLimit
 from azr.services.executor_service.metrics import ServiceMetrics
@@ -72,12 +72,7 @@ def create_app(settings: ExecutorServiceSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        config = PoolConfig(
-            backend=settings.backend,
-            workers=settings.workers,
-            gate=settings.gate,
-            allow_unisolated=settings.allow_unisolated,
-        )
+        config = settings.pool_config()
         state.backend = make_backend(config)
         pool = ExecutorPool(
             state.backend,
@@ -86,7 +81,7 @@ def create_app(settings: ExecutorServiceSettings | None = None) -> FastAPI:
             max_in_flight=config.in_flight,
             owns_backend=True,
         )
-        await pool.__aenter__()  # probes both slots; a backend that cannot run fails the start-up here
+        await pool.__aenter__()  # probes the primary slots; a backend that cannot run fails the start-up here
         state.pool = pool
         state.runner = BatchRunner(
             pool,

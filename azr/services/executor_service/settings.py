@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from azr.executor.pool import PoolConfig
 
 
 class ExecutorServiceSettings(BaseSettings):
@@ -21,6 +24,15 @@ class ExecutorServiceSettings(BaseSettings):
         default=False, description="Let the local backend run with weaker isolation (development only)."
     )
     gate: bool = Field(default=True, description="Screen programs with the static gate before running them.")
+    docker_image: str | None = Field(
+        default=None, description="Docker backend: sandbox image (default: the one built from this checkout)."
+    )
+    docker_runtime: str | None = Field(
+        default=None, description="Docker backend: OCI runtime such as 'runsc' (default: the engine's)."
+    )
+    docker_seccomp_profile: Path | None = Field(
+        default=None, description="Docker backend: seccomp profile (JSON) instead of the engine's default."
+    )
     token: SecretStr | None = Field(
         default=None,
         description="Bearer token required on every /v1 request; unset means no authentication "
@@ -50,6 +62,18 @@ class ExecutorServiceSettings(BaseSettings):
         default=30.0, gt=0, le=600, description="Longest a poll request may wait for results, in seconds."
     )
 
+    def pool_config(self) -> PoolConfig:
+        """The executor pool these settings describe (the same config the CLI builds)."""
+        return PoolConfig(
+            backend=self.backend,
+            workers=self.workers,
+            gate=self.gate,
+            allow_unisolated=self.allow_unisolated,
+            docker_image=self.docker_image,
+            docker_runtime=self.docker_runtime,
+            docker_seccomp_profile=self.docker_seccomp_profile,
+        )
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.max_batch_jobs > self.max_pending_jobs:
@@ -57,4 +81,5 @@ class ExecutorServiceSettings(BaseSettings):
                 f"max_batch_jobs ({self.max_batch_jobs}) exceeds max_pending_jobs ({self.max_pending_jobs}): "
                 "such a batch could never be admitted; lower max_batch_jobs or raise max_pending_jobs"
             )
+        self.pool_config()  # the pool's own checks (docker options with another backend, ...)
         return self
