@@ -7,11 +7,17 @@ from the command line, where other users of the machine could see it.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 app = typer.Typer(help="Serve the REST API and the live dashboard.")
+
+
+class ExecutorChoice(StrEnum):
+    POOL = "pool"  # sandboxes started by this process
+    SERVICE = "service"  # the executor service, over HTTP
 
 
 @app.callback(invoke_without_command=True)
@@ -22,7 +28,7 @@ def serve(
     redis_url: Annotated[str | None, typer.Option("--redis-url", help="The run's Redis.")] = None,
     prefix: Annotated[str | None, typer.Option("--prefix", help="Key prefix of the run.")] = None,
     executor: Annotated[
-        str | None, typer.Option("--executor", help="'pool' (in process) or 'service' (HTTP).")
+        ExecutorChoice | None, typer.Option("--executor", help="Who validates seeds (default: pool).")
     ] = None,
     executor_url: Annotated[str | None, typer.Option("--executor-url", help="Executor service URL.")] = None,
     log_level: Annotated[
@@ -41,7 +47,7 @@ def serve(
     overrides: dict[str, Any] = {
         "redis_url": redis_url,
         "redis_prefix": prefix,
-        "executor": executor,
+        "executor": executor.value if executor else None,
         "executor_url": executor_url,
     }
     if allow_unisolated:

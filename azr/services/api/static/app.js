@@ -72,7 +72,7 @@ function renderCharts() {
   const errors = Object.entries(stats.error_classes).filter(([, n]) => n > 0);
   draw("chart-errors", errors.length ? [{
     type: "bar", name: "rejections, all steps", x: errors.map(([c]) => c), y: errors.map(([, n]) => n), marker: { color: "#b3261e" },
-  }] : [], layout("error class", "proposals rejected (count)"));
+  }] : [], layout("error class", "rejections (count)"));
   const learn = TYPES.filter((t) => stats.learnability[t].counts.some((c) => c > 0)).map((t) => {
     const h = stats.learnability[t];
     return {
