@@ -123,10 +123,11 @@ async def started_executor(settings: ApiSettings) -> AsyncIterator[tuple[Executo
 
             async def service_ready() -> str | None:
                 try:
-                    await client.health()
+                    health = await client.health()
                 except Exception as exc:
                     return f"executor service unreachable: {exc!r}"
-                return None
+                status = health.get("status")
+                return None if status == "ok" else f"executor service is {status}"
 
             yield client, service_ready
         return

@@ -12,8 +12,10 @@ from azr.services.api.app import create_app
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.keys import Keys
 from tests.services.api.conftest import AUTH, settings_for
+from tests.services.executor_service.conftest import ServiceProcess, free_port
 
 PROBLEM = "application/problem+json"
+EXECUTOR_TOKEN = "executor-test-token-81ab"
 DOUBLE = {"type": "deduction", "program": "def f(x):\n    return x * 2", "inputs": ["3", "[1]"]}
 
 
@@ -150,3 +152,22 @@ def test_seed_submission_is_rate_limited_per_client(keys: Keys, store: redis.Red
         assert refused.status_code == 429
         assert refused.headers["content-type"] == PROBLEM
         assert int(refused.headers["retry-after"]) >= 1
+
+
+def test_seeds_can_be_validated_by_the_executor_service(keys: Keys, store: redis.Redis) -> None:
+    service = ServiceProcess(free_port(), token=EXECUTOR_TOKEN, allow_unisolated=True).start()
+    try:
+        settings = settings_for(
+            keys, executor="service", executor_url=service.url, executor_token=EXECUTOR_TOKEN
+        )
+        with TestClient(create_app(settings)) as client:
+            assert client.get("/readyz").json()["executor"] is True
+            created = client.post("/v1/seeds", json=DOUBLE, headers=AUTH)
+            refused = client.post(
+                "/v1/seeds", json={**DOUBLE, "program": "def g(x):\n    return x"}, headers=AUTH
+            )
+    finally:
+        service.stop()
+    assert created.status_code == 201
+    assert created.json()["results"][0]["outputs"] == ["6", "[1, 1]"]
+    assert (refused.status_code, refused.json()["error_class"]) == (422, "no_entry_function")
