@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import typer
 
@@ -37,5 +38,12 @@ def _register() -> None:
 
 
 def main() -> None:
-    _register()
+    # ``azr executor ...`` is started once per batch (and by other programs): it registers only its own
+    # commands, so that its start-up does not pay for importing the training stack.
+    if sys.argv[1:2] == ["executor"]:
+        from azr.services.cli import executor
+
+        app.add_typer(executor.app, name="executor")
+    else:
+        _register()
     app()
