@@ -3,7 +3,8 @@
 Modes, all over the same corpus (``bench/corpus.py``) in one run:
 
 - ``isolated-wN``: ``ExecutorPool`` with N workers and the static gate; each validation runs the program
-  in both hash-seed slots inside the backend's sandbox, with the parent re-parsing every output.
+  under its hash seeds inside the backend's sandbox (two; all ten for the tasks that may iterate a set,
+  37 of the 600), with the parent re-parsing every output.
 - ``naive``: what a straightforward harness does: one ``python -c`` subprocess per run, two runs per
   validation (``PYTHONHASHSEED`` 1 and 2), outputs compared as ``repr`` texts; as many subprocesses at
   once as there are cores. No sandbox, no gate, no re-parsing.
