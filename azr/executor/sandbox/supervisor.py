@@ -33,10 +33,11 @@ Covered:
 - Result forging through the protocol channel: jobs never hold fd 0/1 of the supervisor; results come on
   a private pipe, read with a size cap and validated; only child-reportable error codes are accepted.
 - Tampering with the supervisor from a job: it is made non-dumpable (no ptrace, no /proc/<pid>/mem).
-- Leftover files: each job gets an empty scratch directory; before each job the whole scratch root is
-  emptied unless it holds nothing but that empty directory. A job that locks or deepens its directory
-  cannot make the cleanup fail: a scratch root that cannot be emptied ends the supervisor (the backend
-  replaces the sandbox), never the next job's verdict.
+- Leftover files: each job gets an empty scratch directory; right after each job (and again before the
+  next) the whole scratch root is emptied unless it holds nothing but that empty directory. A job that
+  locks or deepens its directory cannot make the cleanup fail: the walk holds one directory descriptor
+  at a time and restores permissions as it goes. Should emptying still fail, it fails while the guilty
+  job is being answered (the backend replaces the sandbox), never on the next job's turn.
 
 Not covered (the backend's isolation must supply these): network, filesystem visibility, other users'
 processes, kernel attack surface (no seccomp filter is installed here).
