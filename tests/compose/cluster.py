@@ -5,6 +5,7 @@ a project name of its own, with secrets and ports of its own, and the checks tha
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import subprocess
@@ -24,7 +25,10 @@ COMMAND_TIMEOUT_S = 120
 
 
 def app_image_ref() -> str:
-    """``azr-app:<hash>`` of this tree, computed by the same file the image recipe runs."""
+    """``azr-app:<hash>`` of this tree, computed by the same file the image recipe runs; AZR_APP_IMAGE
+    names another image to test (one built from an earlier tree, or pulled)."""
+    if os.environ.get("AZR_APP_IMAGE"):
+        return os.environ["AZR_APP_IMAGE"]
     out = subprocess.run(
         ["python3", str(ROOT / "docker" / "app_image_tag.py")], capture_output=True, text=True, check=True
     )
@@ -150,6 +154,20 @@ class Cluster:
     def ray_nodes_alive(self) -> int:
         script = "import ray; ray.init('auto'); print(sum(n['Alive'] for n in ray.nodes()))"
         return int(self.exec("ray-head", "python3", "-c", script).strip().splitlines()[-1])
+
+    def actor_nodes(self) -> dict[str, str]:
+        """Class name -> node IP of the cluster's live actors (Ray's state API, asked on the head)."""
+        script = (
+            "import json, ray\n"
+            "from ray.util.state import list_actors, list_nodes\n"
+            "ray.init('auto')\n"
+            "ips = {n.node_id: n.node_ip for n in list_nodes()}\n"
+            "alive = list_actors(filters=[('state', '=', 'ALIVE')])\n"
+            "print(json.dumps({a.class_name: ips.get(a.node_id, '') for a in alive}))"
+        )
+        lines = self.exec("ray-head", "python3", "-c", script).strip().splitlines()
+        placement: dict[str, str] = json.loads(lines[-1])
+        return placement
 
     def leftovers(self) -> dict[str, list[str]]:
         """What of this project is still on the engine: containers, networks, volumes, sandboxes."""

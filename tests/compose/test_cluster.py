@@ -42,6 +42,9 @@ def test_cluster_trains_and_takes_a_seed(cluster: Cluster) -> None:
 def test_ray_nodes_of_three_containers_carry_the_run(cluster: Cluster) -> None:
     # head, one ray-worker and the learner's own node (the driver attaches to a local node)
     assert cluster.ray_nodes_alive() == 3
+    placement = cluster.actor_nodes()
+    assert {"LearnerActor", "RolloutWorker", "ExecutorActor"} <= placement.keys(), placement
+    assert len(set(placement.values())) >= 2, f"every actor on one node: {placement}"
     dashboard = cluster.compose("port", "ray-head", "8265").strip()
     assert dashboard.rsplit(":", 1)[1].isdigit()
 
@@ -54,7 +57,7 @@ def test_killed_learner_restarts_and_resumes(cluster: Cluster) -> None:
         "learner",
         "sh",
         "-c",
-        "for p in /proc/[0-9]*; do grep -qs selfplay $p/cmdline && kill -9 ${p#/proc/}; done; true",
+        "for p in /proc/[0-9]*; do grep -qas '[s]elfplay' $p/cmdline && kill -9 ${p#/proc/}; done; true",
     )
     deadline = time.monotonic() + 60
     while int(cluster.inspect("learner", "{{.RestartCount}}")) == restarts:
@@ -77,9 +80,15 @@ def test_redis_restart_keeps_the_buffers_and_the_run_goes_on(cluster: Cluster) -
 
 
 def test_killed_ray_worker_and_the_run_goes_on(cluster: Cluster) -> None:
+    placement_before = cluster.actor_nodes()
+    worker_ip = cluster.inspect("ray-worker", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
     before = cluster.stats()["latest_step"]
     cluster.compose("kill", "ray-worker")
-    cluster.wait_for_step(before + 1, STEP_TIMEOUT_S)
+    # Two more steps: at least one of them wholly after the node was gone.
+    cluster.wait_for_step(before + 2, STEP_TIMEOUT_S)
+    placement_after = cluster.actor_nodes()
+    assert worker_ip not in placement_after.values(), (placement_before, placement_after)
+    assert {"LearnerActor", "RolloutWorker", "ExecutorActor"} <= placement_after.keys(), placement_after
 
 
 def test_down_leaves_nothing_behind(cluster: Cluster) -> None:
