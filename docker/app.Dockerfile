@@ -22,20 +22,24 @@ RUN set -eu; \
     mkdir -p /var/lib/azr /data; \
     chown azr:azr /var/lib/azr /data
 
-# torch first, the CPU build pinned, then DeepSpeed against it (its build imports torch), then the project:
-# the order `make setup` uses. --no-index: every wheel comes from the wheelhouse the recipe filled.
-ARG AZR_EXTRAS=""
+# Two layers, so that a change of the code rebuilds only the second, small one. First the dependencies:
+# every wheel of the wheelhouse, which the recipe filled with exactly the project's dependency closure
+# (torch's CPU build pinned, DeepSpeed built against it); --no-index: nothing comes from elsewhere.
 COPY wheels /tmp/wheels
-COPY src /tmp/src
 RUN set -eu; \
     python3 -m venv /opt/venv; \
-    pip="/opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels --no-cache-dir"; \
-    $pip -c /tmp/wheels/constraints.txt torch; \
-    $pip -c /tmp/wheels/constraints.txt --no-build-isolation deepspeed; \
-    $pip -c /tmp/wheels/constraints.txt "/tmp/src${AZR_EXTRAS:+[$AZR_EXTRAS]}"; \
-    rm -rf /tmp/wheels /tmp/src; \
-    find /opt/venv -name '__pycache__' -path '*/azr/*' -prune -exec rm -rf {} +; \
+    /opt/venv/bin/pip install --quiet --no-index --no-cache-dir --find-links /tmp/wheels /tmp/wheels/*.whl; \
+    rm -rf /tmp/wheels
+
+# Then the project itself, without touching its dependencies.
+ARG AZR_EXTRAS=""
+COPY src /tmp/src
+RUN set -eu; \
+    /opt/venv/bin/pip install --quiet --no-index --no-cache-dir --no-deps --no-build-isolation \
+        "/tmp/src${AZR_EXTRAS:+[$AZR_EXTRAS]}"; \
+    rm -rf /tmp/src; \
     /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.11/site-packages/azr; \
+    /opt/venv/bin/pip check; \
     /opt/venv/bin/azr --help >/dev/null
 
 ARG AZR_APP_TAG=dev

