@@ -26,6 +26,15 @@ class Role(StrEnum):
     SOLVE = "solve"
 
 
+class TaskUse(StrEnum):
+    """What a task was used for; counted per task, so a user can see what became of a seed."""
+
+    REFERENCE = "reference"  # shown to the proposer as a reference
+    SOLVE = "solve"  # drawn for the solver
+    SOLVE_ATTEMPTS = "solve_attempts"  # answers to it that the executor judged
+    SOLVED = "solved"  # answers to it that were correct
+
+
 class Origin(StrEnum):
     ZERO_SEED = "zero-seed"
     USER = "user"

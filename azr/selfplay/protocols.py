@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from azr.core.experience import Experience
-from azr.core.task import Task, TaskType
+from azr.core.task import Task, TaskType, TaskUse
 from azr.executor.api import Executor
 from azr.rollout.sampler import Completion
 
@@ -40,6 +40,10 @@ class TaskStore(Protocol):
         ...
 
     def sizes(self) -> Mapping[TaskType, int]: ...
+
+    def record_uses(self, uses: Mapping[tuple[str, TaskUse], int]) -> None:
+        """Count what tasks were used for (task id, use) in a round."""
+        ...
 
 
 class ExperienceSink(Protocol):

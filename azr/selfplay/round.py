@@ -22,11 +22,12 @@ import asyncio
 import random
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from azr.core.experience import Experience
-from azr.core.task import Role, Task, TaskType
+from azr.core.task import Role, Task, TaskType, TaskUse
 from azr.executor.jobs import Judgement, Validation
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
@@ -133,6 +134,7 @@ class SelfPlayRound:
         self.sink.add(experiences)
         metrics.time("store_s", start)
         metrics.buffer_sizes(self.store.sizes())
+        self.store.record_uses(_uses(proposals, solves))
         return RoundResult(
             experiences=experiences,
             metrics=metrics.finish(),
@@ -391,3 +393,25 @@ def _reward_fields(reward: Reward | NoReward | None) -> dict[str, object]:
         "reward_parts": None,
         "dropped": None if reward is None else reward.error.code.value,
     }
+
+
+def _uses(proposals: Sequence[Proposal], solves: Sequence[Solve]) -> Counter[tuple[str, TaskUse]]:
+    """What each task was used for this round: shown as a reference, drawn to solve, answered (judged),
+    answered correctly (learnability rollouts count as answers to the new task)."""
+    uses: Counter[tuple[str, TaskUse]] = Counter()
+    for p in proposals:
+        uses.update((ref.id, TaskUse.REFERENCE) for ref in p.request.references)
+        task = p.valid_task
+        if task is not None:
+            for judgement in p.rollout_judgements:
+                _count_answer(uses, task.id, judgement)
+    for s in solves:
+        uses[s.task.id, TaskUse.SOLVE] += 1
+        _count_answer(uses, s.task.id, s.judgement)
+    return uses
+
+
+def _count_answer(uses: Counter[tuple[str, TaskUse]], task_id: str, judgement: Judgement | None) -> None:
+    if judgement is not None and judgement.ok:
+        uses[task_id, TaskUse.SOLVE_ATTEMPTS] += 1
+        uses[task_id, TaskUse.SOLVED] += bool(judgement.correct)

@@ -7,17 +7,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 
 from azr.core.experience import Experience
-from azr.core.task import Task, TaskType
+from azr.core.task import Task, TaskType, TaskUse
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.experience_stream import DeliveryBatch, ExperienceStream
+from azr.services.store.metrics import Counters, task_use
 from azr.services.store.run_state import RunState
 
 
 class RedisTaskStore:
     """``TaskStore`` on the Redis task buffers; remembers each type's solver cursor (newest first)."""
 
-    def __init__(self, buffers: TaskBuffers) -> None:
+    def __init__(self, buffers: TaskBuffers, counters: Counters) -> None:
         self.buffers = buffers
+        self.counters = counters
         self._cursors = dict.fromkeys(TaskType, 0)
 
     def sample(self, task_type: TaskType, k: int) -> list[Task]:
@@ -36,6 +38,9 @@ class RedisTaskStore:
 
     def sizes(self) -> Mapping[TaskType, int]:
         return self.buffers.sizes()
+
+    def record_uses(self, uses: Mapping[tuple[str, TaskUse], int]) -> None:
+        self.counters.incr_many({task_use(task_id, use): n for (task_id, use), n in uses.items()})
 
 
 class StreamSink:

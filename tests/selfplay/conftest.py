@@ -24,6 +24,7 @@ from azr.services.adapters import RedisTaskStore, StreamSink
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.experience_stream import ExperienceStream
 from azr.services.store.keys import Keys
+from azr.services.store.metrics import Counters
 from azr.trainer.models import load_tokenizer
 from tests.services.store.conftest import client, keys, redis_config
 
@@ -91,7 +92,7 @@ def make_round(
         RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
         generator=generator,
-        store=RedisTaskStore(buffers),
+        store=RedisTaskStore(buffers, Counters(client, keys)),
         sink=StreamSink(stream),
         render=PromptRenderer(tokenizer, "chat"),
         temperature=1.0,

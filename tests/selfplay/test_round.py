@@ -9,7 +9,7 @@ import pytest
 import redis
 from transformers import PreTrainedTokenizerBase
 
-from azr.core.task import Role, Task, TaskType
+from azr.core.task import Role, Task, TaskType, TaskUse, zero_seed
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobResult, Judgement, Validation
 from azr.executor.pool import ExecutorPool
@@ -17,6 +17,7 @@ from azr.rollout.config import RolloutConfig
 from azr.rollout.hf import HFSampler
 from azr.selfplay.local import SamplerGenerator
 from azr.services.store.keys import Keys
+from azr.services.store.metrics import Counters, task_use
 from tests.selfplay.conftest import ScriptedGenerator, make_round
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -79,6 +80,17 @@ async def test_a_round_rewards_each_response_as_the_paper_says(
     assert m["buffer/deduction/size"] == 2.0
     assert m["propose/deduction/complexity_mean"] > 0
     assert {s["role"] for s in result.samples} == {"propose", "solve"}
+
+    uses = Counters(client, keys)
+    seeds = [zero_seed(t).id for t in (TaskType.DEDUCTION, TaskType.ABDUCTION)]
+    shown = sum(uses.get(task_use(seed, TaskUse.REFERENCE)) for seed in seeds)
+    assert shown == 3, "one reference per deduction and abduction proposal, one program for induction"
+    assert uses.get_many([task_use(new.id, u) for u in TaskUse]) == {
+        task_use(new.id, TaskUse.REFERENCE): 0,
+        task_use(new.id, TaskUse.SOLVE): 1,
+        task_use(new.id, TaskUse.SOLVE_ATTEMPTS): 3,  # two learnability rollouts and one answer
+        task_use(new.id, TaskUse.SOLVED): 2,
+    }
 
 
 class InfraFailingChecks:

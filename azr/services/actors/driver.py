@@ -43,7 +43,7 @@ from azr.services.store.buffers import TaskBuffers
 from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.experience_stream import ExperienceStream
 from azr.services.store.keys import Keys
-from azr.services.store.metrics import Counters, MetricsStream
+from azr.services.store.metrics import STREAM_COUNTERS, Counters, MetricsStream
 from azr.services.store.run_state import RunState
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import build_tiny_model
@@ -213,7 +213,7 @@ async def _drive(
         settings.roles,
         executor=RayExecutor(executor),
         generator=generator,
-        store=RedisTaskStore(buffers),
+        store=RedisTaskStore(buffers, counters),
         sink=StreamSink(producer),
         render=PromptRenderer(load_tokenizer(model), settings.selfplay.prompt_format),
         temperature=settings.rollout.temperature,
@@ -235,7 +235,7 @@ async def _drive(
     def on_step(record: StepRecord) -> None:
         nonlocal last
         # The stream's gauges and lifetime counters (stale drops, duplicates, quarantine) join the step's.
-        totals = {name: float(v) for name, v in counters.all().items() if name.startswith("stream/")}
+        totals = {name: float(v) for name, v in counters.get_many(STREAM_COUNTERS).items()}
         last = record.metrics | producer.health() | totals
         writer.write(record.step, last, record.samples)
         metrics_stream.publish(record.step, last)

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import redis
 
-from azr.core.task import Origin, Task, TaskType
+from azr.core.task import Origin, Task, TaskType, TaskUse
 from azr.services.store.keys import Keys
+from azr.services.store.metrics import task_use
 
 # KEYS: order, tasks, meta. ARGV: member. Removes it and keeps the per-origin counts right; 1 if removed.
 _REMOVE = """
@@ -58,15 +59,6 @@ _FIRST_FILTERED_CHUNK = 64
 _MAX_CHUNK = 1_024
 
 _CURSOR = re.compile(r"^(deduction|abduction|induction)\.(\d{1,18})$")
-_USE_FIELDS = ("reference", "solve", "solve_attempts", "solved")
-
-
-def use_counter(task_id: str, kind: str) -> str:
-    """Counter name of one use of a task: ``reference`` (drawn as a proposer reference), ``solve`` (drawn
-    for solving), ``solve_attempts`` (answers judged) and ``solved`` (answers correct)."""
-    if kind not in _USE_FIELDS:
-        raise ValueError(f"kind must be one of {_USE_FIELDS}, got {kind!r}")
-    return f"tasks/{task_id}/{kind}"
 
 
 class BadCursorError(ValueError):
@@ -145,9 +137,9 @@ class Catalog:
     def use(self, task_ids: list[str]) -> list[Use]:
         if not task_ids:
             return []
-        names = [use_counter(task_id, kind) for task_id in task_ids for kind in _USE_FIELDS]
+        names = [task_use(task_id, use) for task_id in task_ids for use in TaskUse]
         values = counter_values(self._client, self._keys, names)
-        width = len(_USE_FIELDS)
+        width = len(TaskUse)
         return [Use(*values[i * width : (i + 1) * width]) for i in range(len(task_ids))]
 
     def page(self, where: TaskFilter, limit: int, cursor: str | None, scan_limit: int) -> Page:

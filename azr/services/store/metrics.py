@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import redis
 from redis.typing import EncodableT, FieldT
 
-from azr.core.task import TaskType
+from azr.core.task import TaskType, TaskUse
 from azr.executor.errors import ErrorCode
 from azr.services.config import MetricsConfig
 from azr.services.store.keys import Keys
@@ -40,6 +40,16 @@ STREAM_RECLAIMED = "stream/reclaimed"
 STREAM_RECOVERED = "stream/recovered"
 STREAM_READ_ERRORS = "stream/read_errors"
 STREAM_LEASES_LOST = "stream/leases_lost"
+STREAM_COUNTERS = (
+    STREAM_ADDED,
+    STREAM_TRAINED,
+    STREAM_DUPLICATES,
+    STREAM_STALE,
+    STREAM_RECLAIMED,
+    STREAM_RECOVERED,
+    STREAM_LEASES_LOST,
+)
+"""The stream's lifetime counters (``stream/read_errors`` is a per-process gauge of ``health()``)."""
 
 
 def quarantined(reason: QuarantineReason) -> str:
@@ -54,6 +64,11 @@ def proposal_outcome(task_type: TaskType, error: ErrorCode | None) -> str:
 
 def solve_outcome(task_type: TaskType, correct: bool) -> str:
     return f"solves/{task_type.value}/{'correct' if correct else 'wrong'}"
+
+
+def task_use(task_id: str, use: TaskUse) -> str:
+    """The counter of one kind of use of one task (see ``azr.core.task.TaskUse``)."""
+    return f"tasks/{task_id}/{use.value}"
 
 
 class Counters:
@@ -81,6 +96,11 @@ class Counters:
     def get(self, name: str) -> int:
         value = self._client.hget(self._key, name)
         return 0 if value is None else int(value)
+
+    def get_many(self, names: Sequence[str]) -> dict[str, int]:
+        """The named counters in one round trip (0 for those never incremented)."""
+        values = self._client.hmget(self._key, list(names)) if names else []
+        return {name: 0 if v is None else int(v) for name, v in zip(names, values, strict=True)}
 
     def all(self) -> dict[str, int]:
         return {k.decode(): int(v) for k, v in as_fields(self._client.hgetall(self._key)).items()}

@@ -10,13 +10,12 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from azr.core.task import Origin, TaskType
+from azr.core.task import Origin, TaskType, TaskUse
 from azr.services.api.app import create_app
-from azr.services.api.catalog import use_counter
 from azr.services.api.curriculum import Curriculum
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.keys import Keys
-from azr.services.store.metrics import Counters, MetricsStream
+from azr.services.store.metrics import Counters, MetricsStream, task_use
 from tests.services.api.conftest import AUTH, ApiProcess, free_port, settings_for
 from tests.services.api.run_data import ERROR_CLASSES, fill_run, proposed_task, step_values
 
@@ -68,7 +67,7 @@ def test_stats_follow_new_records_and_seeds(api: TestClient, store: redis.Redis,
     seed = {"type": "deduction", "program": "def f(x):\n    return x - 1", "inputs": ["10"]}
     task_id = api.post("/v1/seeds", json=seed, headers=AUTH).json()["results"][0]["task_id"]
     Counters(store, keys).incr_many(
-        {use_counter(task_id, "solve_attempts"): 2, use_counter(task_id, "solved"): 2}
+        {task_use(task_id, TaskUse.SOLVE_ATTEMPTS): 2, task_use(task_id, TaskUse.SOLVED): 2}
     )
     stats = _stats_after_refresh(api)
     assert stats["latest_step"] == 5

@@ -6,11 +6,10 @@ from __future__ import annotations
 import redis
 from fastapi.testclient import TestClient
 
-from azr.core.task import Origin, TaskType
-from azr.services.api.catalog import use_counter
+from azr.core.task import Origin, TaskType, TaskUse
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.keys import Keys
-from azr.services.store.metrics import Counters
+from azr.services.store.metrics import Counters, task_use
 from tests.services.api.conftest import AUTH
 from tests.services.api.run_data import proposed_task
 
@@ -77,10 +76,10 @@ def test_a_task_comes_with_its_use_so_far(api: TestClient, store: redis.Redis, k
     }  # fmt: skip
     Counters(store, keys).incr_many(
         {
-            use_counter(task.id, "reference"): 2,
-            use_counter(task.id, "solve"): 5,
-            use_counter(task.id, "solve_attempts"): 4,
-            use_counter(task.id, "solved"): 1,
+            task_use(task.id, TaskUse.REFERENCE): 2,
+            task_use(task.id, TaskUse.SOLVE): 5,
+            task_use(task.id, TaskUse.SOLVE_ATTEMPTS): 4,
+            task_use(task.id, TaskUse.SOLVED): 1,
         }
     )
     used = api.get(f"/v1/tasks/{task.id}").json()
