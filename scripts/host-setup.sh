@@ -65,7 +65,12 @@ setup_docker() {
     start_dockerd && bash docker/build-sandbox-image.sh
 }
 
-need_pkg util-linux mount bubblewrap
+# `host-setup.sh run`: only what the main job (`azr selfplay`) needs; without an argument, all the tests need.
+mode="${1:-test}"
+need_pkg util-linux mount bubblewrap redis-server
+if [[ "$mode" == run ]]; then
+    exit 0
+fi
 # The dashboard's browser tests: Debian's headless Chromium and its WebDriver (never a downloaded browser).
 need_pkg chromium chromium-driver fonts-dejavu-core
 start_redis
