@@ -21,7 +21,9 @@ Sections (each case runs in its own process, so that the peak RSS, ``ru_maxrss``
 4. memory: ``wide-vocab`` at two sequence lengths, with and without the response-only LM head; the growth
    of the peak over the loaded model is fitted linearly in tokens and extrapolated to 8 sequences of 8k
    tokens (half prompt, half response). It covers the logits and the thin decoder's activations, not a
-   real decoder's, which come on top and are the same in both modes.
+   real decoder's, which come on top and are the same in both modes. It is an upper bound: at these small
+   sizes every token falls in one scoring chunk, whereas at 8k tokens the float32 working copies of the
+   log-prob and entropy computation are bounded by ``azr.trainer.logprobs.DEFAULT_CHUNK_TOKENS`` rows.
 
 Batches are shaped like the paper's: six (role, task type) groups with ``per_group`` responses each, every
 sequence ``prompt`` + ``response`` tokens long. fp32 on the CPU, gradient checkpointing off. Reported: the
@@ -112,7 +114,7 @@ def cases(quick: bool) -> list[Case]:
     ]
     if importlib.util.find_spec("trl") is not None:
         out.append(replace(versus, label="TRL GRPOTrainer", kind="trl"))
-    ranks = replace(tiny, section="ranks")
+    ranks = replace(tiny, section="ranks", steps=2)
     out += [
         replace(ranks, label="torch, 1 rank"),
         replace(ranks, label="torch DDP, 2 ranks", ranks=2),
