@@ -18,10 +18,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from azr.executor.api import Executor
 from azr.services.api import problems
-from azr.services.api.limits import BodySizeLimit
+from azr.services.api.limits import too_large_problem
 from azr.services.api.routers import dashboard, health, runs, seeds, stats, tasks
 from azr.services.api.settings import ApiSettings
 from azr.services.api.state import ApiState, ReadinessProbe, open_client, started_executor
+from azr.services.body_limit import BodySizeLimit
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def create_app(
     problems.install(app)
     app.add_middleware(RequestMetrics)
     app.add_middleware(GZipMiddleware, minimum_size=4_096)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, refusal=too_large_problem)
     for module in (seeds, tasks, stats, runs, health, dashboard):
         app.include_router(module.router)
     return app

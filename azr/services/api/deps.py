@@ -5,7 +5,6 @@ costs more than the dependency itself on every request."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -13,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from azr.services.api.problems import ProblemError
 from azr.services.api.state import ApiState
+from azr.services.auth import bearer_allows
 
 
 async def _state(request: Request) -> ApiState:
@@ -27,11 +27,7 @@ _bearer = HTTPBearer(auto_error=False, description="Needed on writes when the AP
 async def _authorize(
     state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
-    token = state.settings.token
-    if token is None:
-        return
-    given = credentials.credentials if credentials is not None else ""
-    if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
+    if not bearer_allows(credentials, state.settings.token):
         raise ProblemError(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -16,7 +16,6 @@ A request body larger than ``max_body_bytes`` is refused with 413 before it is p
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -29,8 +28,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from azr.executor.backends.base import Backend
 from azr.executor.pool import ExecutorPool, make_backend
+from azr.services.auth import bearer_allows
+from azr.services.body_limit import BodySizeLimit
 from azr.services.executor_service.batches import AdmissionError, BatchRunner
-from azr.services.executor_service.limits import BodySizeLimit
+from azr.services.executor_service.limits import too_large_detail
 from azr.services.executor_service.metrics import ServiceMetrics
 from azr.services.executor_service.schemas import BatchAccepted, BatchIn, BatchStatus, Health, Problem
 from azr.services.executor_service.settings import ExecutorServiceSettings
@@ -105,7 +106,7 @@ def create_app(settings: ExecutorServiceSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.executor = state
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, refusal=too_large_detail)
     app.include_router(router)
     return app
 
@@ -122,11 +123,7 @@ _bearer = HTTPBearer(auto_error=False)
 def _authorize(
     state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
-    token = state.settings.token
-    if token is None:
-        return
-    given = credentials.credentials if credentials is not None else ""
-    if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
+    if not bearer_allows(credentials, state.settings.token):
         raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
 
