@@ -155,6 +155,24 @@ class Cluster:
         script = "import ray; ray.init('auto'); print(sum(n['Alive'] for n in ray.nodes()))"
         return int(self.exec("ray-head", "python3", "-c", script).strip().splitlines()[-1])
 
+    def stream_books(self) -> dict[str, int]:
+        """The experience stream's bookkeeping, read in one transaction (a consistent snapshot) from the
+        learner's container, which reaches Redis on the compose network."""
+        script = (
+            "import json, redis\n"
+            "from azr.services.store.keys import Keys\n"
+            "keys = Keys('azr')\n"
+            "pipe = redis.Redis.from_url('redis://redis:6379/0').pipeline(transaction=True)\n"
+            "pipe.hgetall(keys.counters()); pipe.zcard(keys.trained()); pipe.xlen(keys.experiences())\n"
+            "counters, ledger, waiting = pipe.execute()\n"
+            "c = {k.decode(): int(v) for k, v in counters.items()}\n"
+            "print(json.dumps({'ledger': ledger, 'waiting': waiting, 'added': c.get('stream/added', 0),"
+            " 'trained': c.get('stream/trained', 0), 'stale': c.get('stream/stale_dropped', 0)}))"
+        )
+        lines = self.exec("learner", "python3", "-c", script).strip().splitlines()
+        books: dict[str, int] = json.loads(lines[-1])
+        return books
+
     def actor_nodes(self) -> dict[str, str]:
         """Class name -> node IP of the cluster's live actors (Ray's state API, asked on the head)."""
         script = (

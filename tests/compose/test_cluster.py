@@ -67,6 +67,17 @@ def test_killed_learner_restarts_and_resumes(cluster: Cluster) -> None:
     steps = stats["series"]["step"]
     assert steps == sorted(steps), f"steps went back after the restart: {steps}"
     assert steps.count(0) == 1, f"the run started over instead of resuming: {steps}"
+    assert_exactly_once(cluster)
+
+
+def assert_exactly_once(cluster: Cluster) -> None:
+    """Every experience added was trained once, dropped as stale, or still waits in the stream."""
+    books = cluster.stream_books()
+    assert books["trained"] > 0, books
+    assert books["trained"] == books["ledger"], f"an experience was counted as trained twice: {books}"
+    assert books["ledger"] + books["stale"] + books["waiting"] == books["added"], (
+        f"an experience was lost: {books}"
+    )
 
 
 def test_redis_restart_keeps_the_buffers_and_the_run_goes_on(cluster: Cluster) -> None:
@@ -77,6 +88,7 @@ def test_redis_restart_keeps_the_buffers_and_the_run_goes_on(cluster: Cluster) -
     after = cluster.wait_for_step(before["latest_step"] + 1, STEP_TIMEOUT_S)
     for task_type, size in sizes_before.items():
         assert after["buffers"][task_type]["size"] >= size, (task_type, before["buffers"], after["buffers"])
+    assert_exactly_once(cluster)
 
 
 def test_killed_ray_worker_and_the_run_goes_on(cluster: Cluster) -> None:
