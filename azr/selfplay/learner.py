@@ -93,12 +93,7 @@ class Learner:
         *,
         sampler_temperature: float,
     ) -> None:
-        if abs(sampler_temperature - trainer.cfg.temperature) > 1e-9:
-            raise ValueError(
-                f"the samplers draw at temperature {sampler_temperature} but the trainer scores log-probs at "
-                f"{trainer.cfg.temperature}: set both to the same value (rollout.temperature and "
-                "trainer.temperature)"
-            )
+        trainer.check_sampler_temperature(sampler_temperature)
         self.trainer = trainer
         self.source = source
         self.versions = versions
