@@ -16,13 +16,7 @@ from azr.core.task import Role, TaskType
 from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
 from azr.trainer.logprobs import sequence_logprobs
-from azr.trainer.tiny import build_tiny_model
 from azr.trainer.trainer import Trainer
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture
