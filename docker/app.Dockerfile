@@ -7,8 +7,11 @@
 # configuration; with a registry, AZR_APP_BASE=python:3.11-slim-bookworm builds on the official image
 # instead (Redis then comes from that image's apt sources, so that build needs the network).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
-FROM ${BASE_IMAGE}
 
+# The dependencies, in a stage of their own: the final image copies the virtualenv from it and never holds
+# the wheelhouse. --no-index: every wheel comes from the wheelhouse, which the recipe filled with exactly
+# the project's dependency closure (torch's CPU build pinned, DeepSpeed built against it).
+FROM ${BASE_IMAGE} AS base
 # On a registry base, the same Debian packages the offline base carries; a no-op on the debootstrapped one.
 RUN set -eu; \
     if ! command -v redis-server >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null; then \
@@ -16,20 +19,22 @@ RUN set -eu; \
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
             python3-venv redis-server ca-certificates libgomp1 >/dev/null; \
         rm -rf /var/lib/apt/lists/*; \
-    fi; \
+    fi
+
+FROM base AS dependencies
+COPY wheels /tmp/wheels
+RUN set -eu; \
+    python3 -m venv /opt/venv; \
+    /opt/venv/bin/pip install --quiet --no-index --no-cache-dir --find-links /tmp/wheels /tmp/wheels/*.whl
+
+FROM base
+RUN set -eu; \
     groupadd --gid 10001 azr; \
     useradd --no-log-init --uid 10001 --gid 10001 --create-home --home-dir /home/azr --shell /usr/sbin/nologin azr; \
     mkdir -p /var/lib/azr /data; \
     chown azr:azr /var/lib/azr /data
-
-# Two layers, so that a change of the code rebuilds only the second, small one. First the dependencies:
-# every wheel of the wheelhouse, which the recipe filled with exactly the project's dependency closure
-# (torch's CPU build pinned, DeepSpeed built against it); --no-index: nothing comes from elsewhere.
-COPY wheels /tmp/wheels
-RUN set -eu; \
-    python3 -m venv /opt/venv; \
-    /opt/venv/bin/pip install --quiet --no-index --no-cache-dir --find-links /tmp/wheels /tmp/wheels/*.whl; \
-    rm -rf /tmp/wheels
+# Two layers, so that a change of the code rebuilds only the second, small one.
+COPY --from=dependencies /opt/venv /opt/venv
 
 # Then the project itself, without touching its dependencies.
 ARG AZR_EXTRAS=""
