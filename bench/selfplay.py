@@ -1,6 +1,6 @@
 """Self-play step time on the tiny preset: where the time goes, and async against sync.
 
-    python -m bench.selfplay [--steps 6] [--batch-size 4] [--max-new-tokens 96]
+    python -m bench.selfplay [--steps 6] [--batch-size 4] [--max-new-tokens 96] [--model DIR]
 
 Runs ``azr selfplay`` twice in this process (Ray, a private Redis, the local executor, the tiny model):
 once synchronous (``max_staleness`` 0) and once asynchronous (``max_staleness`` 1), and reads each run's
@@ -43,8 +43,9 @@ PARTS = (
 )
 
 
-def run(mode: str, steps: int, batch_size: int, max_new_tokens: int) -> list[dict[str, float]]:
+def run(mode: str, steps: int, batch_size: int, max_new_tokens: int, model: str) -> list[dict[str, float]]:
     overrides: dict[str, Any] = {
+        "model": model,
         "selfplay": {"steps": steps, "batch_size": batch_size, "max_staleness": 0 if mode == "sync" else 1},
         "rollout": {"max_new_tokens": max_new_tokens},
         "trainer": {"checkpoint_interval": 10_000},
@@ -71,10 +72,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument(
+        "--model",
+        default="tiny",
+        help='"tiny" (random weights: almost every response is malformed, so the executor has little to '
+        "do) or a model directory such as the warm start that `azr pretrain` builds",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     results = {
-        mode: summarise(run(mode, args.steps, args.batch_size, args.max_new_tokens))
+        mode: summarise(run(mode, args.steps, args.batch_size, args.max_new_tokens, args.model))
         for mode in ("sync", "async")
     }
     table = Table(
