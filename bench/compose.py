@@ -73,8 +73,8 @@ def main() -> None:
     if reason is not None:
         raise SystemExit(f"cannot start the cluster: {reason}")
     result = measure(max(args.steps, 2))
-    table = Table(title="docker compose up (tiny preset, smaller run; 3 Ray nodes)")
-    table.add_column("from `up` to")
+    table = Table(title="docker compose: tiny run, 3 Ray nodes")
+    table.add_column("phase")
     table.add_column("seconds", justify="right")
     for key, value in result.items():
         table.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.1f}")
