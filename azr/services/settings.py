@@ -206,8 +206,8 @@ def resolve(preset: str, overrides: Mapping[str, Any]) -> RunSettings:
 
 
 def dump(settings: RunSettings) -> dict[str, Any]:
-    """The settings as JSON data, secrets included (the run directory is the user's own)."""
+    """The settings as JSON data for the run directory, without secrets: a token comes from the
+    environment (``AZR_EXECUTOR_TOKEN``) each time a run starts or resumes, never from a file."""
     data = settings.model_dump(mode="json")
-    if settings.executor.token is not None:
-        data["executor"]["token"] = settings.executor.token.get_secret_value()
+    data["executor"]["token"] = None
     return data

@@ -55,6 +55,14 @@ def selfplay(
     executor_url: Annotated[
         str | None, typer.Option(help="Executor service to use (default: a sandbox pool in the cluster).")
     ] = None,
+    executor_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AZR_EXECUTOR_TOKEN",
+            show_default=False,
+            help="Bearer token of the executor service (best given as AZR_EXECUTOR_TOKEN; never saved).",
+        ),
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
     sync: Annotated[bool, typer.Option(help="Synchronous schedule (max_staleness 0).")] = False,
     set_: Annotated[
@@ -71,7 +79,7 @@ def selfplay(
         flags = {
             "selfplay": {"steps": steps, "max_staleness": 0 if sync else None},
             "ray": {"address": ray_address},
-            "executor": {"url": executor_url},
+            "executor": {"url": executor_url, "token": executor_token},
             "redis": None if redis_url is None else RedisConfig(url=redis_url).model_dump(mode="json"),
         }
         overrides = merge(parse_overrides(set_ or []), _given(flags))

@@ -1,0 +1,60 @@
+"""The settings root: presets, ``--set`` overrides, checks across sections, nothing secret on disk."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from azr.services.settings import PRESETS, dump, parse_overrides, resolve
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_resolves(preset: str) -> None:
+    settings = resolve(preset, {})
+    assert settings.stream.max_staleness == settings.selfplay.max_staleness
+
+
+def test_overrides_are_dotted_paths_read_as_json_where_they_parse() -> None:
+    overrides = parse_overrides(
+        ["selfplay.batch_size=8", "trainer.lr=1e-5", "model=/models/x", 'ray.address="auto"']
+    )
+    assert overrides == {
+        "selfplay": {"batch_size": 8},
+        "trainer": {"lr": 1e-5},
+        "model": "/models/x",
+        "ray": {"address": "auto"},
+    }
+    settings = resolve("tiny", overrides)
+    assert (settings.selfplay.batch_size, settings.trainer["lr"], settings.model) == (8, 1e-5, "/models/x")
+    assert settings.selfplay.steps == PRESETS["tiny"]["selfplay"]["steps"], "the preset fills the rest"
+
+
+@pytest.mark.parametrize("item", ["no-equals", "=3", "a..b=1"])
+def test_a_malformed_override_says_how_to_write_one(item: str) -> None:
+    with pytest.raises(ValueError, match=r"KEY\.PATH=VALUE"):
+        parse_overrides([item])
+
+
+def test_the_staleness_bound_is_set_once_and_the_stream_follows() -> None:
+    assert resolve("tiny", {"selfplay": {"max_staleness": 0}}).stream.max_staleness == 0
+    with pytest.raises(ValidationError, match=r"set selfplay\.max_staleness only"):
+        resolve("tiny", {"selfplay": {"max_staleness": 0}, "stream": {"max_staleness": 2}})
+
+
+def test_sections_are_checked_together_before_a_run_starts() -> None:
+    with pytest.raises(ValidationError, match="temperature"):
+        resolve("tiny", {"rollout": {"temperature": 0.7}})
+    with pytest.raises(ValidationError, match="lr"):
+        resolve("tiny", {"trainer": {"lr": -1}})
+    with pytest.raises(ValidationError, match="model="):
+        resolve("tiny", {"trainer": {"model": "x"}})
+    with pytest.raises(ValueError, match="unknown preset"):
+        resolve("huge", {})
+
+
+def test_the_run_directory_never_holds_the_executor_token() -> None:
+    settings = resolve("tiny", {"executor": {"url": "http://executor:8100", "token": "s3cret-token-value"}})
+    assert settings.executor.token is not None
+    saved = dump(settings)
+    assert saved["executor"]["token"] is None
+    assert "s3cret-token-value" not in str(saved)
