@@ -50,8 +50,9 @@ from azr.trainer.tiny import build_tiny_model
 
 log = logging.getLogger(__name__)
 
-RESTARTABLE: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
-"""Ray restarts a dead actor and re-issues the call it was serving."""
+ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "scheduling_strategy": "SPREAD"}
+"""Ray restarts a dead actor and re-issues the call it was serving; actors are spread over the nodes
+(within their resource needs), so a run uses a cluster's machines rather than piling onto one."""
 
 PROGRESS_KEYS = {
     "solve": ("solve/deduction/accuracy", "solve/abduction/accuracy", "solve/induction/accuracy"),
@@ -196,17 +197,17 @@ async def _drive(
     trainer_config = settings.trainer_config(run_dir.checkpoints, model)
     learner: Any = (
         ray.remote(LearnerActor)
-        .options(num_cpus=0, num_gpus=settings.ray.learner_gpus, **RESTARTABLE)
+        .options(num_cpus=0, num_gpus=settings.ray.learner_gpus, **ACTOR_OPTIONS)
         .remote(trainer_config, redis, settings.stream, str(run_dir.weights), settings.rollout.temperature)
     )
     steps_done, version = await learner.state.remote()
     workers: list[Any] = [
         ray.remote(RolloutWorker)
-        .options(num_cpus=0, num_gpus=settings.ray.rollout_gpus, **RESTARTABLE)
+        .options(num_cpus=0, num_gpus=settings.ray.rollout_gpus, **ACTOR_OPTIONS)
         .remote(model, settings.rollout, str(run_dir.weights))
         for _ in range(settings.ray.rollout_workers)
     ]
-    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **RESTARTABLE).remote(settings.executor)
+    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **ACTOR_OPTIONS).remote(settings.executor)
     generator = RayGenerator(workers)
     round_ = SelfPlayRound(
         settings.selfplay,
