@@ -21,6 +21,7 @@ RECIPE_FILES = (
     "pyproject.toml",
     "docker/app.Dockerfile",
     "docker/build-app-image.sh",
+    "docker/debian-mirror.sh",
     "docker/app_image_tag.py",
 )
 SKIPPED_PARTS = frozenset({"__pycache__"})

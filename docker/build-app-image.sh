@@ -29,16 +29,8 @@ rootfs_version=1 # raise when build_rootfs_tarball changes what the base holds (
 base_ref="azr-app-base:${suite}-r${rootfs_version}"
 base_packages="python3,python3-venv,redis-server,ca-certificates,libgomp1,libstdc++6"
 
-debian_mirror() {
-    # The first "deb" URI of the machine's Debian sources (deb822 .sources files, then sources.list).
-    local uri
-    uri="$(awk '/^URIs:/ && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
-    if [[ -z "$uri" && -r /etc/apt/sources.list ]]; then
-        uri="$(awk '$1 == "deb" && $2 !~ /^\[/ && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list)"
-    fi
-    [[ -n "$uri" ]] || { log "no Debian mirror found in the apt sources; set AZR_DEBIAN_MIRROR"; exit 1; }
-    printf '%s\n' "$uri"
-}
+# shellcheck source=docker/debian-mirror.sh
+source docker/debian-mirror.sh
 
 build_rootfs_tarball() {
     local tarball="$1" mirror root
@@ -116,7 +108,7 @@ snapshot_sources() {
     mkdir -p "${src}/docker"
     cp pyproject.toml README.md "${src}/"
     cp docker/app.Dockerfile docker/build-app-image.sh docker/app_image_tag.py \
-        docker/build-sandbox-image.sh docker/sandbox.Dockerfile "${src}/docker/"
+        docker/build-sandbox-image.sh docker/debian-mirror.sh docker/sandbox.Dockerfile "${src}/docker/"
     tar --exclude='__pycache__' --exclude='*.egg-info' -cf - azr | tar -C "$src" -xf -
 }
 

@@ -21,16 +21,8 @@ rootfs_version=2 # raise when build_rootfs_tarball changes what the base holds (
 base_ref="azr-sandbox-base:${suite}-r${rootfs_version}"
 image_ref="$(python3 -m azr.executor.backends.docker_image)"
 
-debian_mirror() {
-    # The first "deb" URI of the machine's Debian sources (deb822 .sources files, then sources.list).
-    local uri
-    uri="$(awk '/^URIs:/ && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
-    if [[ -z "$uri" && -r /etc/apt/sources.list ]]; then
-        uri="$(awk '$1 == "deb" && $2 !~ /^\[/ && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list)"
-    fi
-    [[ -n "$uri" ]] || { log "no Debian mirror found in the apt sources; set AZR_DEBIAN_MIRROR"; exit 1; }
-    printf '%s\n' "$uri"
-}
+# shellcheck source=docker/debian-mirror.sh
+source docker/debian-mirror.sh
 
 build_rootfs_tarball() {
     local tarball="$1" mirror root
