@@ -1,4 +1,4 @@
-"""The proposer's reward: learnability of a valid proposal, shaped by ``azr.roles.shaping``.
+"""The proposer's reward: learnability of a valid proposal (or a constant), shaped by ``azr.roles.shaping``.
 
 Learnability (Absolute Zero paper): with the mean solve rate of n solver rollouts on the proposed task,
 
@@ -16,6 +16,11 @@ Where we follow the paper over the reference code: a valid proposal with rate 0 
 as Eq. 4 and 6 say. The reference code pays -0.5 for it (its "accuracy" of 0 falls into the wrong-answer
 branch), which punishes a valid task as much as a wrong answer and pushes the proposer away from easy
 but valid programs that the buffers need early on; the paper's 0 only withholds the reward.
+
+The ablation (``RolesConfig.propose_reward = "constant"``): every valid proposal gets
+``constant_propose_reward``, whatever its difficulty, and no learnability rollouts are sampled. The penalties
+are unchanged, so a run with it differs from the paper's only in what the proposer is pushed toward beyond
+validity; ``rollouts_needed`` tells the round how many rollouts to sample.
 
 Departures: rollouts the executor could not judge (``unjudged``) are left out of the rate rather than
 counted as failures. A rate needs at least ``min_judged_fraction`` of the n rollouts judged (half by
@@ -37,6 +42,9 @@ from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure
 from azr.roles.outcomes import SolveOutcome
 from azr.roles.shaping import Assessment, Broken, NoReward, Passable, Rejected, Reward, Unjudged, shape
+
+SOLVE_RATE = "solve_rate"
+"""The reward part that holds a proposal's measured solve rate; only learnability rewards carry it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +87,8 @@ def assess_proposal(
     """Which shaping case a proposal is in.
 
     ``validation`` is the executor's verdict on the parsed task and ``rollouts`` the solver's attempts at the
-    validated task; both are needed for a well-formed proposal, and the rollouts only when it is valid.
+    validated task; the verdict is needed for a well-formed proposal, and the rollouts when it is valid and
+    rewarded by learnability (never with the constant reward, which takes none).
     """
     if isinstance(parsed, FormatFailure):
         return Broken(parsed)
@@ -95,6 +104,15 @@ def assess_proposal(
         return Rejected(validation.error)
     if validation.outputs is None or len(validation.outputs) != len(parsed.inputs):
         raise ValueError("a valid proposal has exactly one gold output per input")
+    if config.propose_reward == "constant":
+        if rollouts is not None:
+            raise ValueError("the constant propose reward takes no learnability rollouts; do not sample them")
+        return Passable(config.constant_propose_reward)
+    return _learnability_assessment(rollouts, config)
+
+
+def _learnability_assessment(rollouts: LearnabilityRollouts | None, config: RolesConfig) -> Assessment:
+    """r_propose of a valid proposal from its rollouts, or no reward when too few of them were judged."""
     if rollouts is None:
         raise ValueError("a valid proposal is rewarded after its learnability rollouts")
     if len(rollouts.outcomes) != config.n_learnability_rollouts:
@@ -109,7 +127,12 @@ def assess_proposal(
         n = config.n_learnability_rollouts
         message = f"{judged} of {n} learnability rollouts judged, at least {needed} needed for a solve rate"
         return Unjudged(ExecError(ErrorCode.INFRA_ERROR, message), {"rollouts_judged": float(judged)})
-    return Passable(learnability(rate), details={"solve_rate": rate, "rollouts_judged": float(judged)})
+    return Passable(learnability(rate), details={SOLVE_RATE: rate, "rollouts_judged": float(judged)})
+
+
+def rollouts_needed(config: RolesConfig) -> int:
+    """Learnability rollouts to sample per valid proposal: n, or none when the reward is the constant."""
+    return config.n_learnability_rollouts if config.propose_reward == "learnability" else 0
 
 
 def min_judged(config: RolesConfig) -> int:

@@ -1,7 +1,7 @@
-"""Configuration of the two roles: templates, prompt sizes, learnability rollouts and the parsers' caps.
+"""Configuration of the two roles: templates, prompt sizes, the propose reward and the parsers' caps.
 
-Defaults are the Absolute Zero paper's where it states them (K=6 references, n=8 learnability rollouts,
-10 induction inputs with half of them shown, 6,144 prompt tokens) and say so.
+Defaults are the Absolute Zero paper's where it states them (K=6 references, the learnability reward over
+n=8 rollouts, 10 induction inputs with half of them shown, 6,144 prompt tokens) and say so.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ DEFAULT_ALLOWED_IMPORTS = tuple(sorted(DEFAULT_POLICY.allowed_imports))
 """Modules the prompts say a program may import: the executor's static gate allowlist."""
 
 TemplateName = Literal["azr", "paper"]
+ProposeReward = Literal["learnability", "constant"]
 
 
 class RolesConfig(BaseModel):
@@ -47,6 +48,20 @@ class RolesConfig(BaseModel):
         ge=16,
         description="Longest prompt in tokens (paper: 6,144); ``fit_references`` drops references one by "
         "one until a proposer prompt fits.",
+    )
+    propose_reward: ProposeReward = Field(
+        default="learnability",
+        description='What a valid proposal earns. "learnability": 1 - the solve rate of n solver rollouts, '
+        '0 when the rate is 0 or 1 (paper). "constant": ``constant_propose_reward`` for every valid '
+        "proposal and no learnability rollouts; the ablation that measures what learnability adds (the "
+        "format and validity penalties stay, so the proposer still learns to write valid tasks).",
+    )
+    constant_propose_reward: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description='Reward of a valid proposal when propose_reward is "constant"; within learnability\'s '
+        "range [0, 1], by default its middle.",
     )
     n_learnability_rollouts: int = Field(
         default=8,

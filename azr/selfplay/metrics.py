@@ -6,6 +6,10 @@ complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean}``, ``buffer/<typ
 ``executor/errors/<class>`` per executor error class; ``rewards/dropped`` (responses the executor could not
 judge); ``response/length_mean`` in tokens; ``perf/{generate,execute,store}_s`` (generation split into
 ``perf/generate_propose_s`` and ``perf/generate_solve_s``, the learnability rollouts and answers).
+
+``learnability_mean`` averages the learnability of the valid proposals whose solve rate was measured; with
+the constant propose reward (the ablation) none is, and it stays 0 rather than echo the constant, which
+would read as a measured learnability. Their reward shows in ``reward_mean``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Mapping
 
 from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode
+from azr.proposer.rewards import SOLVE_RATE
 from azr.roles.errors import FormatFailure
 from azr.roles.shaping import NoReward, Reward
 
@@ -70,8 +75,8 @@ class RoundMetrics:
             self._counts["rewards/dropped"] += 1
             return
         self._values[f"{prefix}/reward"].append(reward.value)
-        if valid is not None:
-            self._values[f"{prefix}/learnability"].append(reward.parts.get("role", 0.0))
+        if valid is not None and SOLVE_RATE in reward.parts:
+            self._values[f"{prefix}/learnability"].append(reward.parts["role"])
 
     def solve(self, task_type: TaskType, reward: Reward | NoReward, length: int) -> None:
         prefix = f"solve/{task_type.value}"

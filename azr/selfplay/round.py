@@ -7,7 +7,8 @@ For every task type t in (deduction, abduction, induction):
 2. validate the parsed proposals in the executor, which computes their gold outputs; valid ones join
    t's buffer;
 3. learnability: n solver rollouts per valid proposal, at the training temperature, checked by the
-   executor: r_propose = 1 - solve rate when 0 < rate < 1, else 0;
+   executor: r_propose = 1 - solve rate when 0 < rate < 1, else 0 (none with the constant propose
+   reward, the ablation, where every valid proposal gets the same r_propose);
 4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
 5. shape every response's reward and turn it into an experience for the trainer.
 
@@ -32,7 +33,7 @@ from azr.executor.jobs import Judgement, Validation
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.references import choose_induction_source, choose_references, fit_references
-from azr.proposer.rewards import LearnabilityRollouts, proposer_reward
+from azr.proposer.rewards import LearnabilityRollouts, proposer_reward, rollouts_needed
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure
 from azr.roles.shaping import NoReward, Reward
@@ -198,8 +199,8 @@ class SelfPlayRound:
 
     async def _rollouts_and_solves(self, proposals: Sequence[Proposal], metrics: RoundMetrics) -> list[Solve]:
         """Learnability rollouts for valid proposals and answers for buffer tasks, in one generate call."""
-        n = self.roles.n_learnability_rollouts
-        learn = [(p, t) for p in proposals if (t := p.valid_task) is not None]
+        n = rollouts_needed(self.roles)
+        learn = [(p, t) for p in proposals if n and (t := p.valid_task) is not None]
         learn_prompts = [self._solver_ids(t) for _, t in learn]
         solve_tasks: list[tuple[Task, list[int]]] = []
         for task_type in TaskType:

@@ -1,4 +1,4 @@
-"""The proposer's learnability reward, by hand, and its shaping."""
+"""The proposer's learnability reward, by hand, its constant ablation, and its shaping."""
 
 from __future__ import annotations
 
@@ -7,13 +7,20 @@ import pytest
 from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Validation
-from azr.proposer.rewards import LearnabilityRollouts, learnability, proposer_reward, solve_rate
+from azr.proposer.rewards import (
+    LearnabilityRollouts,
+    learnability,
+    proposer_reward,
+    rollouts_needed,
+    solve_rate,
+)
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure
 from azr.roles.outcomes import SolveOutcome
 from azr.roles.shaping import Grade, NoReward, Reward
 
 CONFIG = RolesConfig()
+CONSTANT = RolesConfig(propose_reward="constant", constant_propose_reward=0.3)
 S, U, X = SolveOutcome.SOLVED, SolveOutcome.UNSOLVED, SolveOutcome.UNJUDGED
 PROPOSAL = Task(TaskType.DEDUCTION, "def f(x):\n    return x * 3", ("4",))
 VALID = Validation(outputs=("12",), error=None)
@@ -80,6 +87,19 @@ def test_the_judged_fraction_is_configurable() -> None:
     assert isinstance(proposer_reward(PROPOSAL, VALID, outcomes, CONFIG), NoReward)
 
 
+def test_the_constant_reward_pays_every_valid_proposal_the_same() -> None:
+    result = proposer_reward(PROPOSAL, VALID, None, CONSTANT)
+    assert isinstance(result, Reward)
+    assert (result.value, result.grade, result.cause) == (0.3, Grade.PASSABLE, None)
+    assert result.parts == {"format": 0.0, "validity": 0.0, "role": 0.3}
+
+
+def test_the_constant_reward_samples_no_rollouts() -> None:
+    assert (rollouts_needed(CONFIG), rollouts_needed(CONSTANT)) == (8, 0)
+    with pytest.raises(ValueError, match="takes no learnability rollouts"):
+        proposer_reward(PROPOSAL, VALID, rollouts(*[S] * 8), CONSTANT)
+
+
 def rejected(code: ErrorCode) -> Validation:
     return Validation(None, ExecError(code, "rejected"))
 
@@ -111,13 +131,19 @@ SHAPED = [
 ]
 
 
+@pytest.mark.parametrize("config", [CONFIG, CONSTANT], ids=["learnability", "constant"])
 @pytest.mark.parametrize(
     ("parsed", "validation", "value", "cause"), [s[1:] for s in SHAPED], ids=[s[0] for s in SHAPED]
 )
 def test_shaped_proposer_reward(
-    parsed: Task | FormatFailure, validation: Validation | None, value: float, cause: object
+    parsed: Task | FormatFailure,
+    validation: Validation | None,
+    value: float,
+    cause: object,
+    config: RolesConfig,
 ) -> None:
-    result = proposer_reward(parsed, validation, None, CONFIG)
+    """The penalties are the same whatever a valid proposal earns."""
+    result = proposer_reward(parsed, validation, None, config)
     assert isinstance(result, Reward)
     assert (result.value, result.grade, result.cause) == (value, Grade.BROKEN, cause)
     assert result.parts[f"cause/{cause}"] == 1.0

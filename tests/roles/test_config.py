@@ -19,6 +19,7 @@ def test_defaults_follow_the_paper_and_the_executor() -> None:
         5,
     )
     assert (config.template, config.strict_format, config.min_judged_fraction) == ("azr", False, 0.5)
+    assert (config.propose_reward, config.constant_propose_reward) == ("learnability", 0.5)
     assert set(config.allowed_imports) == set(DEFAULT_POLICY.allowed_imports)
     assert config.program_timeout_s == SandboxLimits().timeout_s
 
@@ -42,6 +43,10 @@ def test_config_is_frozen() -> None:
         ({"induction_inputs_shown": 6}, "would show judged pairs"),
         ({"min_judged_fraction": 0.0}, "min_judged_fraction"),
         ({"template": "r1"}, "template"),
+        ({"propose_reward": "uniform"}, "propose_reward"),
+        ({"constant_propose_reward": 1.5}, "constant_propose_reward"),
+        ({"constant_propose_reward": -0.1}, "constant_propose_reward"),
+        ({"constant_propose_reward": float("nan")}, "constant_propose_reward"),
         ({"max_input_chars": 0}, "max_input_chars"),
         ({"max_program_chars": 100_000}, "max_completion_chars"),
         ({"allowed_imports": ("os.path",)}, "module names"),

@@ -56,8 +56,11 @@ class ScriptedGenerator:
         self.tokenizer = tokenizer
         self.script = script
         self.prompts: list[str] = []
+        self.calls: list[tuple[int, int]] = []
+        """(prompts, completions per prompt) of every call, in order."""
 
     async def generate(self, prompts: Sequence[Sequence[int]], n: int) -> list[list[Completion]]:
+        self.calls.append((len(prompts), n))
         await asyncio.sleep(0)
         out = []
         for ids in prompts:
@@ -83,13 +86,16 @@ def make_round(
     tokenizer: PreTrainedTokenizerBase,
     batch_size: int = 1,
     n_rollouts: int = 2,
+    roles: RolesConfig | None = None,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
+    """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
+    prompts)."""
     buffers = TaskBuffers(client, keys, seed=0)
     buffers.ensure_zero_seed()
     stream = ExperienceStream(client, keys, consumer="test")
     round_ = SelfPlayRound(
         SelfPlayConfig(batch_size=batch_size, samples_per_step=1),
-        RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
+        roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
         generator=generator,
         store=RedisTaskStore(buffers, Counters(client, keys)),

@@ -13,6 +13,7 @@ from azr.core.task import Role, Task, TaskType, TaskUse, zero_seed
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobResult, Judgement, Validation
 from azr.executor.pool import ExecutorPool
+from azr.roles.config import RolesConfig
 from azr.rollout.config import RolloutConfig
 from azr.rollout.hf import HFSampler
 from azr.selfplay.local import SamplerGenerator
@@ -91,6 +92,42 @@ async def test_a_round_rewards_each_response_as_the_paper_says(
         task_use(new.id, TaskUse.SOLVE_ATTEMPTS): 3,  # two learnability rollouts and one answer
         task_use(new.id, TaskUse.SOLVED): 2,
     }
+
+
+async def test_the_constant_propose_reward_pays_valid_proposals_and_samples_no_rollouts(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The ablation arm: the same policy as above, but the valid proposal earns the constant (0.25, not its
+    learnability of 0.5), the penalties stay, and the solver is asked for answers only."""
+    generator = ScriptedGenerator(tokenizer, script)
+    roles = RolesConfig(max_prompt_tokens=2048, propose_reward="constant", constant_propose_reward=0.25)
+    round_, _, _ = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, roles=roles
+    )
+    result = await round_.run(step=0, policy_version=0)
+
+    rewards = {(e.role, e.task_type): e.reward for e in result.experiences}
+    assert rewards == {
+        (Role.PROPOSE, TaskType.DEDUCTION): 0.25,  # valid: the constant
+        (Role.PROPOSE, TaskType.ABDUCTION): -1.0,  # rejected by the executor (forbidden import)
+        (Role.PROPOSE, TaskType.INDUCTION): -1.0,  # broken format
+        (Role.SOLVE, TaskType.DEDUCTION): 1.0,
+        (Role.SOLVE, TaskType.ABDUCTION): -0.5,
+        (Role.SOLVE, TaskType.INDUCTION): -1.0,
+    }
+    (valid,) = [e for e in result.experiences if (e.role, e.task_type) == (Role.PROPOSE, TaskType.DEDUCTION)]
+    assert valid.reward_parts == {"format": 0.0, "validity": 0.0, "role": 0.25}
+
+    # Three proposals, then three answers: the rollouts' share of the solver call holds no prompt.
+    assert [call for call in generator.calls if call[0]] == [(3, 1), (3, 1)]
+    assert len(generator.prompts) == 6
+    (new,) = result.new_tasks
+    uses = Counters(client, keys)
+    assert uses.get(task_use(new.id, TaskUse.SOLVE_ATTEMPTS)) == 1, "the one answer, no rollouts"
+
+    m = result.metrics
+    assert m["propose/deduction/reward_mean"] == 0.25
+    assert all(m[f"propose/{t.value}/learnability_mean"] == 0.0 for t in TaskType), "none was measured"
 
 
 class InfraFailingChecks:
