@@ -35,7 +35,7 @@ from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.references import choose_induction_source, choose_references, fit_references
 from azr.proposer.rewards import LearnabilityRollouts, proposer_reward, rollouts_needed
 from azr.roles.config import RolesConfig
-from azr.roles.errors import FormatFailure
+from azr.roles.errors import FormatError, FormatFailure
 from azr.roles.shaping import NoReward, Reward
 from azr.rollout.sampler import Completion
 from azr.selfplay.config import SelfPlayConfig
@@ -196,6 +196,14 @@ class SelfPlayRound:
             proposal.validation = validation
             if validation.error is not None:
                 metrics.executor_error(validation.error.code)
+            elif (task := proposal.valid_task) is not None and self._solver_ids(task) is None:
+                # A task no solver prompt can hold can be neither solved nor rated: the proposal is too
+                # long, as if the program itself were over its cap, and never enters the buffer.
+                proposal.parsed = FormatFailure(
+                    FormatError.TOO_LONG,
+                    f"the task's solver prompt is over max_prompt_tokens={self.roles.max_prompt_tokens}",
+                )
+                proposal.validation = None
 
     async def _rollouts_and_solves(self, proposals: Sequence[Proposal], metrics: RoundMetrics) -> list[Solve]:
         """Learnability rollouts for valid proposals and answers for buffer tasks, in one generate call."""

@@ -130,6 +130,34 @@ async def test_the_constant_propose_reward_pays_valid_proposals_and_samples_no_r
     assert all(m[f"propose/{t.value}/learnability_mean"] == 0.0 for t in TaskType), "none was measured"
 
 
+async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The executor accepts the program, but its solver prompt is over max_prompt_tokens: it can be neither
+    solved nor rated, so the proposal is penalised as too long and the task never reaches the buffer."""
+    long_program = f"def f(x):\n    return x + len({list(range(600))})"
+
+    def policy(prompt: str, n: int) -> list[str]:
+        if "write a new deduction task" in prompt:
+            return [answer(f"```python\n{long_program}\n```\n```input\n3\n```")] * n
+        return script(prompt, n)
+
+    generator = ScriptedGenerator(tokenizer, policy)
+    round_, buffers, _ = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer
+    )
+    result = await round_.run(step=0, policy_version=0)
+
+    (proposal,) = [
+        e for e in result.experiences if (e.role, e.task_type) == (Role.PROPOSE, TaskType.DEDUCTION)
+    ]
+    assert proposal.reward == -1.0
+    assert result.new_tasks == []
+    assert buffers.sizes()[TaskType.DEDUCTION] == 1, "only the zero seed"
+    assert not any(long_program in p for p in generator.prompts), "no rollout was sampled for it"
+    assert result.metrics["propose/deduction/valid_rate"] == 0.0
+
+
 class InfraFailingChecks:
     """The real pool, except that every check of an abduction answer fails as the executor does when a
     sandbox dies (``infra_error``): a fault that cannot be produced on demand."""
