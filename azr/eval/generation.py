@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from azr.trainer.models import load_tokenizer
 
@@ -25,21 +25,34 @@ class Response:
 
 
 class EvalModel:
-    """A checkpoint (a Hugging Face model directory) loaded for generation on the CPU or a GPU."""
+    """A Hugging Face model and its tokenizer, answering prompts on whatever device the model is on.
 
-    def __init__(self, directory: Path | str, *, device: str = "cpu", batch_prompts: int = 16) -> None:
+    It leaves the model's train/eval mode to its owner: ``load`` sets eval mode for a checkpoint, and a
+    model still being trained is switched by the caller around each evaluation.
+    """
+
+    def __init__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_prompts: int = 16
+    ) -> None:
+        self.model = model
+        self.device = model.device
+        self.tokenizer = tokenizer
+        self.batch_prompts = batch_prompts
+        eos = model.generation_config.eos_token_id or tokenizer.eos_token_id
+        self.eos_ids = sorted([eos] if isinstance(eos, int) else list(eos or []))
+        if not self.eos_ids:
+            raise ValueError(f"{model.name_or_path} names no end-of-sequence token")
+
+    @classmethod
+    def load(cls, directory: Path | str, *, device: str = "cpu", batch_prompts: int = 16) -> EvalModel:
+        """A checkpoint (a Hugging Face model directory) loaded for generation on the CPU or a GPU."""
         loaded = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32)
         if not isinstance(loaded, PreTrainedModel):
             raise TypeError(f"{directory} did not load as a transformers model")
-        self.device = torch.device(device)
-        self.model = loaded.to(self.device)  # type: ignore[arg-type]
-        self.model.eval()
-        self.tokenizer = load_tokenizer(str(directory), padding_side="left")
-        self.batch_prompts = batch_prompts
-        eos = self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id
-        self.eos_ids = sorted([eos] if isinstance(eos, int) else list(eos or []))
-        if not self.eos_ids:
-            raise ValueError(f"{directory} names no end-of-sequence token")
+        model = loaded.to(torch.device(device))  # type: ignore[arg-type]
+        model.eval()
+        tokenizer = load_tokenizer(str(directory), padding_side="left")
+        return cls(model, tokenizer, batch_prompts=batch_prompts)
 
     @torch.no_grad()
     def generate(
@@ -65,7 +78,7 @@ class EvalModel:
             ids[i, width - len(p) :] = torch.tensor(list(p))
             mask[i, width - len(p) :] = 1
         sampling = {"temperature": temperature, "top_k": 0} if temperature > 0 else {}
-        sequences = self.model.generate(
+        sequences = self.model.generate(  # type: ignore[operator]
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             do_sample=temperature > 0,

@@ -49,7 +49,7 @@ async def evaluate_checkpoint(
     """Score the solver of ``checkpoint`` on ``tasks``."""
     roles = roles or RolesConfig()
     directory = model_directory(checkpoint)
-    model = EvalModel(directory, device=device)
+    model = EvalModel.load(directory, device=device)
     render = PromptRenderer(model.tokenizer, prompt_format)
 
     def generate(prompts: Sequence[Prompt], n: int) -> list[list[Response]]:

@@ -1,10 +1,10 @@
-"""Configuration of the self-play loop: batch sizes, the seeding stage and the schedule."""
+"""Configuration of the self-play loop: batch sizes, the seeding stage, the schedule and its evaluations."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PromptFormat = Literal["chat", "base"]
 
@@ -55,3 +55,38 @@ class SelfPlayConfig(BaseModel):
         description="Responses per (role, task type) written to samples.jsonl each step, for reading.",
     )
     seed: int = Field(default=0, ge=0, description="Seeds reference sampling and buffer draws.")
+    eval_every: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000,
+        description="Score the policy on eval_suites every this many training steps, after the last step, "
+        "and once before the first (the baseline); 0: never. The learner scores its current weights greedily "
+        "(temperature 0, one answer per task) with the rollout's max_new_tokens rather than a limit of its "
+        "own: an answer is then judged under the length limit it is trained under, so the curve measures "
+        "what training optimises, and a checkpoint scored afterwards with `azr eval` at that limit agrees.",
+    )
+    eval_suites: tuple[str, ...] = Field(
+        default=("heldout",),
+        min_length=1,
+        description="Built-in suites to evaluate on (`azr eval --suite`: heldout, zero-seed); each gives "
+        "eval/<suite>/<type>/accuracy and format_error_rate, and eval/<suite>/overall/accuracy.",
+    )
+
+    @field_validator("eval_suites", mode="before")
+    @classmethod
+    def _one_suite_as_a_tuple(cls, value: Any) -> Any:
+        """``--set selfplay.eval_suites=heldout`` names one suite without JSON list brackets."""
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("eval_suites")
+    @classmethod
+    def _each_suite_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"eval_suites names {', '.join(twice)} more than once: list each suite once")
+        return value
+
+    def evaluates_after(self, step: int) -> bool:
+        """Whether the policy is scored after training step ``step`` (0-based): every ``eval_every`` steps
+        and after the last one."""
+        return self.eval_every > 0 and ((step + 1) % self.eval_every == 0 or step == self.steps - 1)

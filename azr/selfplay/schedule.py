@@ -36,8 +36,8 @@ class RolloutSide(Protocol):
 
 
 class LearnerSide(Protocol):
-    async def step(self, expected: int) -> dict[str, float]:
-        """Train on the next ``expected`` experiences; returns the training metrics."""
+    async def step(self, step: int, expected: int) -> dict[str, float]:
+        """Train step ``step`` on the next ``expected`` experiences; returns the training metrics."""
         ...
 
 
@@ -97,15 +97,15 @@ class Schedule:
             result = await self.rollout.round(k, version)
             rounds[k] = (result, time.perf_counter() - round_start, version)
             previous = training[k] = asyncio.create_task(
-                self._train_after(previous, len(result.experiences)), name=f"learner-step-{k}"
+                self._train_after(previous, k, len(result.experiences)), name=f"learner-step-{k}"
             )
         await emit_through(last_step)
         return finished
 
     async def _train_after(
-        self, previous: asyncio.Task[dict[str, float]] | None, expected: int
+        self, previous: asyncio.Task[dict[str, float]] | None, step: int, expected: int
     ) -> dict[str, float]:
         """One learner step, started only when the previous one has finished (steps never overlap)."""
         if previous is not None:
             await asyncio.shield(previous)
-        return await self.learner.step(expected)
+        return await self.learner.step(step, expected)

@@ -1,7 +1,9 @@
 """The run directory: everything a self-play run leaves behind, in one place.
 
 config.json      the resolved settings (``--resume`` reads them back)
-metrics.jsonl    one JSON object per step (the keys of ``azr.selfplay.metrics`` and the learner's)
+metrics.jsonl    one JSON object per step (the keys of ``azr.selfplay.metrics`` and the learner's, and
+                 ``eval/...`` where the policy was scored); a run that evaluates starts with the row of
+                 step -1, the initial policy's scores
 samples.jsonl    a few proposals and answers per step, with their rewards, for reading
 tensorboard/     the same metrics as TensorBoard event files
 checkpoints/     Hugging Face checkpoints with optimizer and training state
@@ -53,7 +55,7 @@ class RunDirectory:
         return data
 
     def last_step(self) -> int | None:
-        """The last step recorded in metrics.jsonl (None when no step finished)."""
+        """The last step recorded in metrics.jsonl (None when no row was written)."""
         if not self.metrics.exists():
             return None
         last = None

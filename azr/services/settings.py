@@ -15,6 +15,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from azr.eval.suites import BUILT_IN
 from azr.roles.config import RolesConfig
 from azr.rollout.config import RolloutConfig
 from azr.selfplay.config import SelfPlayConfig
@@ -108,6 +109,12 @@ class RunSettings(_Section):
             raise ValueError(
                 f"stream.max_staleness ({self.stream.max_staleness}) differs from selfplay.max_staleness "
                 f"({self.selfplay.max_staleness}): set selfplay.max_staleness only; the stream follows it"
+            )
+        unknown = [name for name in self.selfplay.eval_suites if name not in BUILT_IN]
+        if unknown:
+            raise ValueError(
+                f"selfplay.eval_suites names no built-in suite {', '.join(map(repr, unknown))}: choose from "
+                f"{', '.join(BUILT_IN)}"
             )
         return self
 

@@ -34,10 +34,10 @@ class Recorder:
         await asyncio.sleep(0.01)
         return RoundResult(experiences=[], metrics={"x": float(step)}, samples=[], new_tasks=[])
 
-    async def step(self, expected: int) -> dict[str, float]:
+    async def step(self, step: int, expected: int) -> dict[str, float]:
         self.training += 1
         assert self.training == 1, "two learner steps ran at once"
-        self.events.append("train start")
+        self.events.append(f"train {step} start")
         await asyncio.sleep(0.05)
         self.version += 1
         self.events.append(f"train end v{self.version}")
@@ -65,6 +65,7 @@ async def test_async_overlaps_one_round_with_training_and_stays_within_the_bound
         version = int(event.rsplit("v", 1)[1])
         assert k - 1 <= version <= k, f"round {k} ran on version {version}"
     assert events.index("round 1 on v0") < events.index("train end v1"), "round 1 overlapped step 0"
+    assert [e for e in events if e.endswith(" start")] == [f"train {k} start" for k in range(4)]
     assert [r.step for r in records] == [0, 1, 2, 3]
     assert [r.metrics["policy_version"] for r in records] == [1.0, 2.0, 3.0, 4.0]
 

@@ -201,13 +201,26 @@ def test_async_run_stopped_by_ctrl_c_then_resumed(run_dir: Path, tiny_model_dir:
     assert_exactly_once(run_dir)
 
 
-def test_sync_run_trains_only_on_the_current_policy(run_dir: Path, tiny_model_dir: Path) -> None:
-    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--sync"])
+def test_sync_run_trains_only_on_the_current_policy_and_scores_it(
+    run_dir: Path, tiny_model_dir: Path
+) -> None:
+    """The run also scores its policy (on the three zero-seed tasks, which costs seconds): before any step,
+    as the row of step -1, then every second step and after the last, within the step's row."""
+    evaluation = ["--set", "selfplay.eval_every=2", "--set", "selfplay.eval_suites=zero-seed"]
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--sync", *evaluation])
     assert run.finish() == 0, run.output()
-    steps = run.steps()
+    baseline, *steps = run.steps()
     assert len(steps) == 2
     assert_well_formed(steps, max_staleness=0)
     assert [r["rollout/policy_version"] for r in steps] == [0, 1]
+
+    scores = {
+        f"eval/zero-seed/{t}/{k}" for t in (*TYPES, "overall") for k in ("accuracy", "format_error_rate")
+    }
+    assert (baseline["step"], baseline["policy_version"]) == (-1, 0)
+    assert [scores <= r.keys() for r in (baseline, *steps)] == [True, False, True]
+    assert all(0.0 <= r[k] <= 1.0 for r in (baseline, steps[1]) for k in scores)
+    assert "eval/zero-seed/overall/accuracy" in run.output(), "the summary shows the last scores"
 
 
 def test_killed_actors_are_restarted_and_the_run_finishes(run_dir: Path, tiny_model_dir: Path) -> None:

@@ -58,3 +58,14 @@ def test_the_run_directory_never_holds_the_executor_token() -> None:
     saved = dump(settings)
     assert saved["executor"]["token"] is None
     assert "s3cret-token-value" not in str(saved)
+
+
+def test_evaluation_suites_are_built_in_ones_each_named_once() -> None:
+    overrides = parse_overrides(["selfplay.eval_every=5", "selfplay.eval_suites=zero-seed"])
+    assert resolve("tiny", overrides).selfplay.eval_suites == ("zero-seed",), "one name needs no brackets"
+    with pytest.raises(ValidationError, match=r"no built-in suite 'heldut': choose from heldout, zero-seed"):
+        resolve("tiny", {"selfplay": {"eval_every": 5, "eval_suites": ["heldut"]}})
+    with pytest.raises(ValidationError, match="heldout more than once"):
+        resolve("tiny", {"selfplay": {"eval_suites": ["heldout", "heldout"]}})
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        resolve("tiny", {"selfplay": {"eval_suites": []}})

@@ -5,6 +5,10 @@ the executor actor judges, the learner actor trains. Redis holds the buffers, th
 metrics stream and the run state; a private ``redis-server`` is started in the run directory when no
 Redis URL is given, and Ray is started in this process when no cluster address is given.
 
+With ``selfplay.eval_every`` set, the learner also scores the policy on the evaluation suites: once before
+any training, written as the row of step -1 (``BASELINE_STEP``), and after every ``eval_every``-th step and
+the last, within that step's row.
+
 Ctrl-C stops cleanly: no new round starts, the steps in flight finish, the learner checkpoints. A second
 Ctrl-C stops at once (the next ``--resume`` continues from the last checkpoint).
 """
@@ -15,7 +19,7 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,14 +28,14 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
-from azr.core.task import Task
-from azr.executor.jobs import Job, JobResult, Judgement, Validation
+from azr.eval.policy import PolicyEvalSettings
 from azr.rollout.sampler import Completion
+from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.rendering import PromptRenderer
 from azr.selfplay.round import RoundResult, SelfPlayRound
 from azr.selfplay.schedule import Schedule, StepRecord
 from azr.selfplay.seeding import seed_buffers
-from azr.services.actors.executor_actor import ExecutorActor
+from azr.services.actors.executor_actor import ExecutorActor, RayExecutor
 from azr.services.actors.learner_actor import LearnerActor
 from azr.services.actors.rollout_worker import RolloutWorker
 from azr.services.adapters import RedisTaskStore, StreamSink
@@ -58,6 +62,11 @@ PROGRESS_KEYS = {
     "solve": ("solve/deduction/accuracy", "solve/abduction/accuracy", "solve/induction/accuracy"),
     "valid": ("propose/deduction/valid_rate", "propose/abduction/valid_rate", "propose/induction/valid_rate"),
 }
+
+BASELINE_STEP = -1
+"""The row of the evaluation before any training. Step k's row holds the policy after k + 1 updates (its
+``policy_version``), so the initial policy's row is step -1: an evaluation curve starts at the initial
+accuracy, just left of step 0, and never shares a step with the first update's scores."""
 
 
 @dataclass(slots=True)
@@ -91,34 +100,6 @@ class RayGenerator:
         return min(versions)
 
 
-class RayExecutor:
-    """The ``Executor`` protocol over the executor actor."""
-
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
-
-    async def validate(self, task: Task) -> Validation:
-        result: Validation = await self.actor.validate.remote(task)
-        return result
-
-    async def check(self, task: Task, answer: str) -> Judgement:
-        result: Judgement = await self.actor.check.remote(task, answer)
-        return result
-
-    async def submit(self, job: Job) -> JobResult:
-        result: JobResult = await self.actor.submit.remote(job)
-        return result
-
-    async def map(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> AsyncIterator[JobResult]:
-        pending = (
-            [asyncio.ensure_future(self.submit(j)) async for j in jobs]
-            if isinstance(jobs, AsyncIterable)
-            else [asyncio.ensure_future(self.submit(j)) for j in jobs]
-        )
-        for done in asyncio.as_completed(pending):
-            yield await done
-
-
 class RolloutSide:
     def __init__(self, generator: RayGenerator, round_: SelfPlayRound) -> None:
         self.generator = generator
@@ -132,11 +113,14 @@ class RolloutSide:
 
 
 class LearnerSide:
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, selfplay: SelfPlayConfig) -> None:
         self.actor = actor
+        self.selfplay = selfplay
 
-    async def step(self, expected: int) -> dict[str, float]:
-        metrics: dict[str, float] = await self.actor.step.remote(expected)
+    async def step(self, step: int, expected: int) -> dict[str, float]:
+        metrics: dict[str, float] = await self.actor.step.remote(
+            expected, self.selfplay.evaluates_after(step)
+        )
         return metrics
 
 
@@ -194,11 +178,20 @@ async def _drive(
     metrics_stream = MetricsStream(client, keys, settings.metrics)
     counters = Counters(client, keys)
 
-    trainer_config = settings.trainer_config(run_dir.checkpoints, model)
+    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **ACTOR_OPTIONS).remote(settings.executor)
+    evaluation = _evaluation(settings)
     learner: Any = (
         ray.remote(LearnerActor)
         .options(num_cpus=0, num_gpus=settings.ray.learner_gpus, **ACTOR_OPTIONS)
-        .remote(trainer_config, redis, settings.stream, str(run_dir.weights), settings.rollout.temperature)
+        .remote(
+            settings.trainer_config(run_dir.checkpoints, model),
+            redis,
+            settings.stream,
+            str(run_dir.weights),
+            settings.rollout.temperature,
+            evaluation=evaluation,
+            executor=None if evaluation is None else RayExecutor(executor),
+        )
     )
     steps_done, version = await learner.state.remote()
     workers: list[Any] = [
@@ -207,7 +200,6 @@ async def _drive(
         .remote(model, settings.rollout, str(run_dir.weights))
         for _ in range(settings.ray.rollout_workers)
     ]
-    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **ACTOR_OPTIONS).remote(settings.executor)
     generator = RayGenerator(workers)
     round_ = SelfPlayRound(
         settings.selfplay,
@@ -220,33 +212,47 @@ async def _drive(
         temperature=settings.rollout.temperature,
         run_id=run_state.run_id(),
     )
-    if steps_done == 0 and run_dir.last_step() is None:
+    fresh = steps_done == 0 and run_dir.last_step() is None
+    if fresh:
         await generator.sync()
         report = await seed_buffers(round_, settings.selfplay)
         log.info("seeding: %d rounds, %d tasks added", report.rounds, report.added)
 
     schedule = Schedule(
-        RolloutSide(generator, round_), LearnerSide(learner), max_staleness=settings.selfplay.max_staleness
+        RolloutSide(generator, round_),
+        LearnerSide(learner, settings.selfplay),
+        max_staleness=settings.selfplay.max_staleness,
     )
     last: dict[str, float] = {}
+    progress_eval = f"eval/{settings.selfplay.eval_suites[0]}/overall/accuracy"
+    evaluated: float | None = None  # the latest evaluation's accuracy, shown until the next one
     bar = tqdm(
         total=settings.selfplay.steps, initial=steps_done, desc="self-play", unit="step", disable=not progress
     )
 
     def on_step(record: StepRecord) -> None:
-        nonlocal last
+        nonlocal last, evaluated
         # The stream's gauges and lifetime counters (stale drops, duplicates, quarantine) join the step's.
         totals = {name: float(v) for name, v in counters.get_many(STREAM_COUNTERS).items()}
         last = record.metrics | producer.health() | totals
         writer.write(record.step, last, record.samples)
         metrics_stream.publish(record.step, last)
+        evaluated = last.get(progress_eval, evaluated)
         bar.update(1)
         bar.set_postfix(
             {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in PROGRESS_KEYS.items()}
             | {"v": int(last.get("policy_version", 0))}
+            | ({} if evaluated is None else {"eval": f"{evaluated:.2f}"})
         )
 
     with StepWriter(run_dir) as writer, _stop_on_sigint(schedule):
+        if fresh and evaluation is not None:
+            baseline = {"step": float(BASELINE_STEP), "policy_version": float(version)}
+            baseline |= await learner.evaluate.remote()
+            writer.write(BASELINE_STEP, baseline, [])
+            metrics_stream.publish(BASELINE_STEP, baseline)
+            evaluated = baseline.get(progress_eval)
+            log.info("evaluation before training: %s", _accuracies(baseline))
         await schedule.run(steps_done, settings.selfplay.steps, on_step)
     bar.close()
     await learner.checkpoint.remote()
@@ -259,6 +265,22 @@ async def _drive(
         last=last,
         interrupted=schedule.stop.is_set(),
     )
+
+
+def _evaluation(settings: RunSettings) -> PolicyEvalSettings | None:
+    """What the learner scores its policy on, or None when the run does not evaluate."""
+    if settings.selfplay.eval_every == 0:
+        return None
+    return PolicyEvalSettings(
+        suites=settings.selfplay.eval_suites,
+        roles=settings.roles,
+        prompt_format=settings.selfplay.prompt_format,
+        max_new_tokens=settings.rollout.max_new_tokens,
+    )
+
+
+def _accuracies(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in sorted(metrics.items()) if k.endswith("/overall/accuracy"))
 
 
 @contextmanager

@@ -1,9 +1,11 @@
 """The executor actor: a sandbox pool shared by the cluster (or, in the compose cluster, the client of the
-executor service)."""
+executor service); and ``RayExecutor``, the ``Executor`` protocol over it for the driver and the learner."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import Any
 
 from azr.core.task import Task
 from azr.executor.api import Executor
@@ -52,3 +54,31 @@ class ExecutorActor:
         if self._entered is not None:
             await self.executor.__aexit__(None, None, None)
             self._entered = None
+
+
+class RayExecutor:
+    """The ``Executor`` protocol over the executor actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def validate(self, task: Task) -> Validation:
+        result: Validation = await self.actor.validate.remote(task)
+        return result
+
+    async def check(self, task: Task, answer: str) -> Judgement:
+        result: Judgement = await self.actor.check.remote(task, answer)
+        return result
+
+    async def submit(self, job: Job) -> JobResult:
+        result: JobResult = await self.actor.submit.remote(job)
+        return result
+
+    async def map(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> AsyncIterator[JobResult]:
+        pending = (
+            [asyncio.ensure_future(self.submit(j)) async for j in jobs]
+            if isinstance(jobs, AsyncIterable)
+            else [asyncio.ensure_future(self.submit(j)) for j in jobs]
+        )
+        for done in asyncio.as_completed(pending):
+            yield await done

@@ -115,7 +115,8 @@ def _print_summary(console: Console, summary: RunSummary) -> None:
     table = Table(title="self-play run" + (" (stopped)" if summary.interrupted else ""))
     table.add_column("metric (last step)")
     table.add_column("value", justify="right")
-    for key in SUMMARY_KEYS:
+    evaluated = sorted(k for k in summary.last if k.startswith("eval/") and k.endswith("/accuracy"))
+    for key in [*SUMMARY_KEYS, *evaluated]:
         if key in summary.last:
             table.add_row(key, f"{summary.last[key]:.4g}")
     console.print(table)
