@@ -80,9 +80,20 @@ class ProposalRequest:
 
 def proposer_prompt(request: ProposalRequest, config: RolesConfig) -> Prompt:
     """The prompt that asks the proposer for a new task, in ``config.template``."""
+    if config.wording == "compact":
+        return Prompt(_compact_body(request, config), template=config.template)
     if request.type is TaskType.INDUCTION:
         return Prompt(_induction_body(request.program, config), template=config.template)
     return Prompt(_program_body(request, config), template=config.template)
+
+
+def _compact_body(request: ProposalRequest, config: RolesConfig) -> str:
+    if request.type is TaskType.INDUCTION:
+        low, high = config.min_induction_inputs, config.max_induction_inputs
+        count = f"{low}" if low == high else f"{low} to {high}"
+        return f"Write {count} inputs and a message for f.\n{fenced(BlockKind.PYTHON, request.program)}"
+    references = "\n".join(_reference(i, ref) for i, ref in enumerate(request.references, start=1))
+    return f"Write a new {request.type.value} task: a program f and one input.\n{references}"
 
 
 def _program_body(request: ProposalRequest, config: RolesConfig) -> str:

@@ -17,6 +17,7 @@ DEFAULT_ALLOWED_IMPORTS = tuple(sorted(DEFAULT_POLICY.allowed_imports))
 """Modules the prompts say a program may import: the executor's static gate allowlist."""
 
 TemplateName = Literal["azr", "paper"]
+Wording = Literal["full", "compact"]
 ProposeReward = Literal["learnability", "constant"]
 
 
@@ -30,6 +31,13 @@ class RolesConfig(BaseModel):
         description='"azr": our wording, a system message with the format rule in chat form; "paper": the '
         "R1 template of the paper verbatim around the task, as one user message for the tokenizer's chat "
         "template (replicates the paper with Qwen2.5 models).",
+    )
+    wording: Wording = Field(
+        default="full",
+        description='"full": the task with its rules, goals and an answer example, as the paper\'s prompts '
+        'give them; "compact": the task\'s blocks under a one-line instruction, for small models whose '
+        "context and attention cannot carry the full rules (the tiny preset). The completion format is the "
+        "same.",
     )
     strict_format: bool = Field(
         default=False,

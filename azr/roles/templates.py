@@ -22,7 +22,7 @@ from typing import TypedDict
 
 from azr.roles.config import TemplateName
 
-TEMPLATE_VERSION = "2"
+TEMPLATE_VERSION = "3"
 
 R1_TEMPLATE = (
     "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "

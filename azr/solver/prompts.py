@@ -31,7 +31,9 @@ def solver_prompt(task: Task, config: RolesConfig) -> Prompt:
         raise ValueError(
             f"a {task.type.value} task has exactly one input/output pair, {task.id} has {len(task.inputs)}"
         )
-    if task.type is TaskType.DEDUCTION:
+    if config.wording == "compact":
+        body = _compact(task, config)
+    elif task.type is TaskType.DEDUCTION:
         body = _deduction(task)
     elif task.type is TaskType.ABDUCTION:
         body = _abduction(task)
@@ -66,14 +68,33 @@ def _abduction(task: Task) -> str:
     )
 
 
-def _induction(task: Task, config: RolesConfig) -> str:
+def _compact(task: Task, config: RolesConfig) -> str:
+    if task.type is TaskType.DEDUCTION:
+        return (
+            "Predict the output of f.\n"
+            f"{fenced(BlockKind.PYTHON, task.program)}\n{fenced(BlockKind.INPUT, task.inputs[0])}"
+        )
+    if task.type is TaskType.ABDUCTION:
+        return (
+            "Find an input for this output of f.\n"
+            f"{fenced(BlockKind.PYTHON, task.program)}\n{fenced(BlockKind.OUTPUT, task.outputs[0])}"
+        )
+    message = f"{fenced(BlockKind.MESSAGE, task.message.strip())}\n" if task.message.strip() else ""
+    return f"Write the program f.\n{message}{_pairs(task, config)}"
+
+
+def _pairs(task: Task, config: RolesConfig) -> str:
+    """The visible input/output pairs an induction prompt shows, numbered."""
     visible, _ = task.induction_split()
-    shown = visible[: config.induction_inputs_shown]
-    pairs = "\n".join(
+    return "\n".join(
         f"Example {n}:\n{fenced(BlockKind.INPUT, task.inputs[i])}\n"
         f"{fenced(BlockKind.OUTPUT, task.outputs[i])}"
-        for n, i in enumerate(shown, start=1)
+        for n, i in enumerate(visible[: config.induction_inputs_shown], start=1)
     )
+
+
+def _induction(task: Task, config: RolesConfig) -> str:
+    pairs = _pairs(task, config)
     message = (
         f"### Message\n{fenced(BlockKind.MESSAGE, task.message.strip())}\n\n" if task.message.strip() else ""
     )

@@ -139,3 +139,11 @@ def test_golden_chat_prompt() -> None:
 def test_bad_requests_are_refused(task_type: TaskType, references: tuple[Task, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ProposalRequest(task_type, references)
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+def test_golden_compact_prompt(task_type: TaskType) -> None:
+    config = CONFIG.model_copy(update={"wording": "compact"})
+    check_golden(
+        GOLDEN / f"{task_type.value}.compact.txt", proposer_prompt(request(task_type), config).as_base()
+    )

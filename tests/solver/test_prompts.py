@@ -102,3 +102,24 @@ def test_golden_paper_prompt() -> None:
 def test_tasks_that_cannot_be_posed_are_refused(task: Task, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         solver_prompt(task, CONFIG)
+
+
+COMPACT = CONFIG.model_copy(update={"wording": "compact"})
+
+
+@pytest.mark.parametrize("task_type", list(TaskType))
+def test_golden_compact_prompt(task_type: TaskType) -> None:
+    check_golden(
+        GOLDEN / f"{task_type.value}.compact.txt", solver_prompt(TASKS[task_type], COMPACT).as_base()
+    )
+
+
+def test_compact_prompts_hide_what_the_full_ones_hide() -> None:
+    """Compact wording drops the rules, never the secrecy: no gold output, input or held-out pair shows."""
+    assert "[10, 30]" not in solver_prompt(DEDUCTION, COMPACT).body
+    assert "[5, 6]" not in solver_prompt(ABDUCTION, COMPACT).body
+    body = solver_prompt(INDUCTION, COMPACT).body
+    visible, held_out = INDUCTION.induction_split()
+    assert PROGRAM not in body and all(INDUCTION.inputs[i] not in body for i in held_out)
+    assert all(f"```input\n{INDUCTION.inputs[i]}\n```" in body for i in visible)
+    assert len(body) < len(solver_prompt(INDUCTION, CONFIG).body) / 3
