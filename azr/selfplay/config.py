@@ -36,6 +36,14 @@ class SelfPlayConfig(BaseModel):
         "stops there with what the buffers hold (the zero seed at least).",
     )
     steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
+    max_minutes: float | None = Field(
+        default=None,
+        gt=0,
+        description="Wall-clock budget of the training schedule in minutes (seeding and the baseline "
+        "evaluation excluded): after it no new step starts, the steps in flight finish and the run ends as "
+        "if it had reached `steps`. Comparisons of methods share a time budget, not a step count, since "
+        "their steps cost different amounts. None: only `steps` ends the run.",
+    )
     max_staleness: int = Field(
         default=1,
         ge=0,

@@ -51,12 +51,23 @@ class StepRecord:
 
 
 class Schedule:
-    def __init__(self, rollout: RolloutSide, learner: LearnerSide, *, max_staleness: int) -> None:
+    def __init__(
+        self,
+        rollout: RolloutSide,
+        learner: LearnerSide,
+        *,
+        max_staleness: int,
+        max_seconds: float | None = None,
+    ) -> None:
         if max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+        if max_seconds is not None and max_seconds <= 0:
+            raise ValueError(f"max_seconds must be > 0, got {max_seconds}")
         self.rollout = rollout
         self.learner = learner
         self.max_staleness = max_staleness
+        self.max_seconds = max_seconds
+        """Time budget of ``run``: no round starts after it (the steps in flight still finish)."""
         self.stop = asyncio.Event()
 
     async def run(self, first_step: int, last_step: int, on_step: Callable[[StepRecord], None]) -> int:
@@ -90,6 +101,9 @@ class Schedule:
         for k in range(first_step, last_step):
             if self.stop.is_set():
                 log.info("stop requested: no new round after step %d", k - 1)
+                break
+            if self.max_seconds is not None and time.perf_counter() - started >= self.max_seconds:
+                log.info("time budget of %.0f s spent: no new round after step %d", self.max_seconds, k - 1)
                 break
             await emit_through(k - self.max_staleness - 1)
             version = await self.rollout.sync_weights()

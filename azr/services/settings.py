@@ -21,9 +21,13 @@ from azr.rollout.config import RolloutConfig
 from azr.selfplay.config import SelfPlayConfig
 from azr.services.config import BufferConfig, MetricsConfig, RedisConfig, StreamConfig
 from azr.trainer.config import TrainerConfig
+from azr.warmstart.config import WarmStartConfig
 
 TINY_MODEL = "tiny"
 """The model name that stands for the tiny model the project builds itself (``azr.trainer.tiny``)."""
+TINY_WARM_MODEL = "tiny-warm"
+"""The tiny model warm-started on the project's own executor-labelled tasks (``azr.warmstart``), built with
+the run's prompts and its ``warm_start`` settings, and cached."""
 
 
 class _Section(BaseModel):
@@ -70,11 +74,17 @@ class RunSettings(_Section):
     model: str = Field(
         default=TINY_MODEL,
         min_length=1,
-        description='Hugging Face model id or local directory; "tiny" builds the project\'s tiny model.',
+        description='Hugging Face model id or local directory; "tiny" builds the project\'s tiny model '
+        '(random weights), "tiny-warm" its warm start (``azr pretrain``).',
     )
     cache_dir: Path = Field(
         default=Path("~/.cache/azr").expanduser(),
         description="Where built models (the tiny one) are cached between runs.",
+    )
+    warm_start: dict[str, Any] = Field(
+        default_factory=dict,
+        description='WarmStartConfig fields (steps, tasks_per_type, lr, ...) of the "tiny-warm" model; its '
+        "prompts and executor are the run's.",
     )
     selfplay: SelfPlayConfig = Field(default_factory=SelfPlayConfig)
     roles: RolesConfig = Field(default_factory=RolesConfig)
@@ -100,6 +110,7 @@ class RunSettings(_Section):
                 "set the model with `model=` and not inside trainer; checkpoints go to the run dir"
             )
         config = self.trainer_config(Path("checkpoints"))  # validates the trainer section now, not mid-run
+        self.warm_start_config()  # likewise the warm start's
         if config.temperature != self.rollout.temperature:
             raise ValueError(
                 f"trainer.temperature ({config.temperature}) differs from rollout.temperature "
@@ -127,6 +138,17 @@ class RunSettings(_Section):
             stream.setdefault("max_staleness", data["selfplay"]["max_staleness"])
             data = {**data, "stream": stream}
         return data
+
+    def warm_start_config(self) -> WarmStartConfig:
+        """The warm start this run's "tiny-warm" model is built by: its prompts are the run's prompts."""
+        return WarmStartConfig(
+            roles=self.roles,
+            prompt_format=self.selfplay.prompt_format,
+            executor_backend=self.executor.backend,
+            executor_workers=self.executor.workers,
+            allow_unisolated=self.executor.allow_unisolated,
+            **self.warm_start,
+        )
 
     def trainer_config(self, checkpoint_dir: Path, model_path: str | None = None) -> TrainerConfig:
         return TrainerConfig(model=model_path or self.model, checkpoint_dir=checkpoint_dir, **self.trainer)

@@ -16,6 +16,7 @@ import logging
 import shutil
 import tempfile
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from azr.eval.suites import load_suite
+from azr.executor.api import Executor
 from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.selfplay.rendering import PromptRenderer
 from azr.trainer.models import load_tokenizer
@@ -57,14 +59,16 @@ def build_warm_start(
     *,
     directory: Path | None = None,
     force: bool = False,
+    executor: AbstractAsyncContextManager[Executor] | None = None,
 ) -> WarmStartResult:
     """Build the warm-started tiny model in ``directory`` (default ``cache_dir/models/tiny-warm``), or
-    reuse the one already there when its fingerprint matches."""
+    reuse the one already there when its fingerprint matches. ``executor`` labels the data (entered
+    here); by default, a pool on this host as ``config`` describes."""
     config = config or WarmStartConfig()
     target = directory or cache_dir / WARM_MODEL_DIR
     base = build_tiny_model(cache_dir / BASE_MODEL_DIR)
     started = time.perf_counter()
-    examples, report = asyncio.run(_examples(config))
+    examples, report = asyncio.run(_examples(config, executor))
     want = _fingerprint(config, base, data_fingerprint(examples))
     if not force and _built_fingerprint(target) == want:
         log.info("reusing the warm start in %s", target)
@@ -101,13 +105,15 @@ def build_warm_start(
     return WarmStartResult(target, False, want, report, tuple(losses), seconds)
 
 
-async def _examples(config: WarmStartConfig) -> tuple[list[Example], DataReport]:
+async def _examples(
+    config: WarmStartConfig, given: AbstractAsyncContextManager[Executor] | None
+) -> tuple[list[Example], DataReport]:
     pool_config = PoolConfig(
         backend=config.executor_backend,
         workers=config.executor_workers,
         allow_unisolated=config.allow_unisolated,
     )
-    async with ExecutorPool.from_config(pool_config) as executor:
+    async with given or ExecutorPool.from_config(pool_config) as executor:
         return await build_examples(
             executor,
             config.roles,
@@ -120,7 +126,12 @@ async def _examples(config: WarmStartConfig) -> tuple[list[Example], DataReport]
 def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
     h = hashlib.sha256()
     base_marker = (base / TINY_MARKER).read_text() if (base / TINY_MARKER).exists() else str(base)
-    for part in (config.model_dump_json(), base_marker, data, torch.__version__):
+    # The prompts and the executor reach the model only through the examples' text, which ``data`` covers:
+    # a run that changes its rewards (or its executor) reuses the same warm start.
+    settings = config.model_dump_json(
+        exclude={"roles", "executor_backend", "executor_workers", "allow_unisolated"}
+    )
+    for part in (settings, base_marker, data, torch.__version__):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -81,3 +81,21 @@ async def test_stop_finishes_the_steps_in_flight_and_starts_no_round() -> None:
 
     await schedule.run(0, 10, on_step)
     assert len(records) == len([e for e in recorder.events if e.startswith("round")]) < 10
+
+
+async def test_a_spent_time_budget_starts_no_round_and_finishes_the_steps_in_flight() -> None:
+    recorder = Recorder()
+    records: list[StepRecord] = []
+    # Each step takes at least 50 ms of training, so a 0.2 s budget cannot reach step 1000.
+    finished = await Schedule(recorder, recorder, max_staleness=1, max_seconds=0.2).run(
+        0, 1000, records.append
+    )
+    rounds = [e for e in recorder.events if e.startswith("round")]
+    assert 1 <= finished == len(records) == len(rounds) < 1000
+    assert [r.step for r in records] == list(range(finished))
+
+
+def test_a_time_budget_must_be_positive() -> None:
+    recorder = Recorder()
+    with pytest.raises(ValueError, match="max_seconds"):
+        Schedule(recorder, recorder, max_staleness=0, max_seconds=0)

@@ -69,3 +69,11 @@ def test_evaluation_suites_are_built_in_ones_each_named_once() -> None:
         resolve("tiny", {"selfplay": {"eval_suites": ["heldout", "heldout"]}})
     with pytest.raises(ValidationError, match="at least 1 item"):
         resolve("tiny", {"selfplay": {"eval_suites": []}})
+
+
+def test_the_warm_start_takes_the_runs_prompts_and_refuses_unknown_fields() -> None:
+    settings = resolve("tiny", {"roles": {"wording": "compact"}, "warm_start": {"steps": 7}})
+    config = settings.warm_start_config()
+    assert (config.roles, config.steps) == (settings.roles, 7)
+    with pytest.raises(ValidationError, match="stepz"):
+        resolve("tiny", {"warm_start": {"stepz": 7}})

@@ -35,13 +35,13 @@ from azr.selfplay.rendering import PromptRenderer
 from azr.selfplay.round import RoundResult, SelfPlayRound
 from azr.selfplay.schedule import Schedule, StepRecord
 from azr.selfplay.seeding import seed_buffers
-from azr.services.actors.executor_actor import ExecutorActor, RayExecutor
+from azr.services.actors.executor_actor import ExecutorActor, RayExecutor, make_executor
 from azr.services.actors.learner_actor import LearnerActor
 from azr.services.actors.rollout_worker import RolloutWorker
 from azr.services.adapters import RedisTaskStore, StreamSink
 from azr.services.config import RedisConfig
 from azr.services.run_dir import RunDirectory, StepWriter
-from azr.services.settings import TINY_MODEL, RunSettings, dump
+from azr.services.settings import TINY_MODEL, TINY_WARM_MODEL, RunSettings, dump
 from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.embedded import EmbeddedRedis
@@ -51,6 +51,7 @@ from azr.services.store.metrics import STREAM_COUNTERS, Counters, MetricsStream
 from azr.services.store.run_state import RunState
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import build_tiny_model
+from azr.warmstart.build import build_warm_start
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,10 @@ def resolve_model(settings: RunSettings) -> str:
     """The model's directory or hub id; the tiny model is built (or reused) in the cache directory."""
     if settings.model == TINY_MODEL:
         return str(build_tiny_model(settings.cache_dir / "models" / "tiny"))
+    if settings.model == TINY_WARM_MODEL:
+        config = settings.warm_start_config()
+        executor = make_executor(settings.executor)  # the run's own executor labels the warm start's data
+        return str(build_warm_start(settings.cache_dir, config, executor=executor).directory)
     return settings.model
 
 
@@ -222,6 +227,7 @@ async def _drive(
         RolloutSide(generator, round_),
         LearnerSide(learner, settings.selfplay),
         max_staleness=settings.selfplay.max_staleness,
+        max_seconds=None if settings.selfplay.max_minutes is None else 60 * settings.selfplay.max_minutes,
     )
     last: dict[str, float] = {}
     progress_eval = f"eval/{settings.selfplay.eval_suites[0]}/overall/accuracy"
@@ -247,13 +253,15 @@ async def _drive(
 
     with StepWriter(run_dir) as writer, _stop_on_sigint(schedule):
         if fresh and evaluation is not None:
-            baseline = {"step": float(BASELINE_STEP), "policy_version": float(version)}
-            baseline |= await learner.evaluate.remote()
-            writer.write(BASELINE_STEP, baseline, [])
-            metrics_stream.publish(BASELINE_STEP, baseline)
+            baseline = await _evaluation_row(learner, BASELINE_STEP, float(version), writer, metrics_stream)
             evaluated = baseline.get(progress_eval)
             log.info("evaluation before training: %s", _accuracies(baseline))
         await schedule.run(steps_done, settings.selfplay.steps, on_step)
+        if evaluation is not None and last and not any(k.startswith("eval/") for k in last):
+            # Stopped early (the time budget or Ctrl-C): the curve still ends at the final policy.
+            final_version = last.get("policy_version", float(version))
+            final = await _evaluation_row(learner, int(last["step"]), final_version, writer, metrics_stream)
+            log.info("evaluation of the final policy: %s", _accuracies(final))
     bar.close()
     await learner.checkpoint.remote()
     await executor.close.remote()
@@ -265,6 +273,17 @@ async def _drive(
         last=last,
         interrupted=schedule.stop.is_set(),
     )
+
+
+async def _evaluation_row(
+    learner: Any, step: int, version: float, writer: StepWriter, metrics_stream: MetricsStream
+) -> dict[str, float]:
+    """Score the learner's policy and record it as a row of its own for ``step``."""
+    scores: dict[str, float] = await learner.evaluate.remote()
+    row = {"step": float(step), "policy_version": version} | scores
+    writer.write(step, row, [])
+    metrics_stream.publish(step, row)
+    return row
 
 
 def _evaluation(settings: RunSettings) -> PolicyEvalSettings | None:

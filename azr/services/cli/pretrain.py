@@ -1,8 +1,11 @@
 """``azr pretrain``: build the zero-human-data warm start of the tiny model (cached).
 
     azr pretrain --preset tiny                     # builds ~/.cache/azr/models/tiny-warm, or reuses it
-    azr pretrain --steps 200 --out /tmp/warm       # a longer warm start somewhere else
-    azr selfplay --preset tiny --set model=$HOME/.cache/azr/models/tiny-warm
+    azr pretrain --steps 2000 --out /tmp/warm      # a longer warm start somewhere else
+    azr selfplay --preset tiny --set model=/tmp/warm
+
+The tiny preset's model is "tiny-warm": `azr selfplay --preset tiny` builds the same warm start on first
+use, so this command only does it ahead of time (or with other settings, elsewhere).
 
 Exit codes: 0 when the model is built or reused, 2 for bad usage.
 """
@@ -10,15 +13,15 @@ Exit codes: 0 when the model is built or reused, 2 for bad usage.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from azr.services.settings import PRESETS, parse_overrides, resolve
+from azr.services.actors.executor_actor import make_executor
+from azr.services.settings import PRESETS, TINY_WARM_MODEL, merge, parse_overrides, resolve
 from azr.warmstart.build import build_warm_start
-from azr.warmstart.config import WarmStartConfig
 
 
 def pretrain(
@@ -30,7 +33,7 @@ def pretrain(
     tasks_per_type: Annotated[
         int | None, typer.Option(min=2, help="Tasks drawn per type (default 200).")
     ] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Seeds data and training.")] = 0,
+    seed: Annotated[int | None, typer.Option(min=0, help="Seeds data and training (default 0).")] = None,
     out: Annotated[
         Path | None, typer.Option(help="Model directory (default: <cache_dir>/models/tiny-warm).")
     ] = None,
@@ -42,21 +45,17 @@ def pretrain(
     """Train the tiny model on executor-labelled tasks of the project's own program families."""
     console = Console()
     try:
-        settings = resolve(preset, parse_overrides(set_ or []))
-        given: dict[str, Any] = {"steps": steps, "tasks_per_type": tasks_per_type}
-        config = WarmStartConfig(
-            seed=seed,
-            roles=settings.roles,
-            prompt_format=settings.selfplay.prompt_format,
-            executor_backend=settings.executor.backend,
-            executor_workers=settings.executor.workers,
-            allow_unisolated=settings.executor.allow_unisolated,
-            **{k: v for k, v in given.items() if v is not None},
+        given = {"seed": seed, "steps": steps, "tasks_per_type": tasks_per_type}
+        overrides = merge(
+            parse_overrides(set_ or []), {"warm_start": {k: v for k, v in given.items() if v is not None}}
         )
+        settings = resolve(preset, overrides)
+        config = settings.warm_start_config()
     except (ValueError, ValidationError) as exc:
         console.print(f"[red]invalid settings:[/red] {exc}")
         raise typer.Exit(2) from exc
-    result = build_warm_start(settings.cache_dir, config, directory=out, force=force)
+    executor = make_executor(settings.executor)
+    result = build_warm_start(settings.cache_dir, config, directory=out, force=force, executor=executor)
     if result.reused:
         console.print(f"reused the warm start in [bold]{result.directory}[/bold]")
     else:
@@ -67,4 +66,9 @@ def pretrain(
         )
     if result.report is not None:
         console.print(f"examples: {result.report.examples} {result.report.by_group}")
-    console.print(f"start self-play from it: azr selfplay --preset tiny --set model={result.directory}")
+    if out is None and settings.model == TINY_WARM_MODEL:
+        console.print(f"azr selfplay --preset {preset} starts from it")
+    else:
+        console.print(
+            f"start self-play from it: azr selfplay --preset {preset} --set model={result.directory}"
+        )
