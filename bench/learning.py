@@ -1,25 +1,25 @@
-"""Does self-play improve the warm start? Held-out accuracy after a fixed budget, per arm, over seeds.
+"""Does self-play improve the warm start? Held-out accuracy after a fixed time budget, per arm, over seeds.
 
-Arms (each starts from the warm start built by ``azr pretrain --preset tiny``):
+Two parts, both starting from the tiny preset's warm start (``azr pretrain --preset tiny``):
 
-- ``trr++``: ``azr selfplay --preset tiny`` as shipped (Task-Relative REINFORCE++);
-- ``reinforce++``: the same with one global baseline (``trainer.algo.estimator=reinforce++``);
-- ``sft``: no self-play: supervised training continues on the warm-start data for the mean wall time of
-  the self-play arms (the same budget in seconds);
-- ``warm``: the warm start itself, evaluated once (the line to beat).
+- the curve: one ``azr selfplay --preset tiny`` run of ``--curve-minutes`` that scores the held-out suite
+  every ``--eval-every`` steps; its charts (``azr report``) show held-out accuracy per type, the valid-task
+  rate, the learnability reward, reward and entropy over the run;
+- the comparison: for each seed, each arm trains for the same ``--minutes`` of wall time and its final
+  model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
-Every arm's checkpoint is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit).
-Reported per arm: held-out accuracy per task type (mean +- standard deviation over seeds), the format
-error rate, and for self-play arms the proposer's valid-task rate and the learnability reward's mean over
-the run's steps, and wall time. The learnability-vs-constant propose reward comparison needs a constant
-reward setting in the roles, which the loop does not offer yet; that arm is not run.
+  - ``trr++``: the tiny preset as shipped (Task-Relative REINFORCE++, learnability reward);
+  - ``reinforce++``: one global baseline instead of one per (role, task type);
+  - ``constant``: every valid proposal earns the same reward instead of its learnability;
+  - ``sft``: no self-play: supervised training continues on the warm-start data;
+  - ``warm``: the warm start itself (the line every arm must beat), scored once.
 
-The budget is a parameter, because one arm of the issue's size (30 minutes x 3 seeds) does not fit in a
-shared 2-core machine's afternoon; the load average is recorded with the results, since other work on the
-machine slows every arm.
+Reported per arm: held-out accuracy per task type (mean +- standard deviation over seeds), the format-error
+rate, and for self-play arms the proposer's valid-task rate, the learnability reward's mean over the run's
+steps, and the steps done. The machine's load average is recorded, since other work slows every arm.
 
-    python -m bench.learning                          # 30 steps x 3 seeds per arm (hours on 2 cores)
-    python -m bench.learning --steps 3 --seeds 1      # a short run that exercises every arm
+    python -m bench.learning                                   # 30-minute curve, 3 seeds x 4 arms x 5 min
+    python -m bench.learning --curve-minutes 0 --minutes 2 --seeds 1   # every arm, briefly
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,33 +44,40 @@ from azr.core.task import TaskType
 from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
-from azr.services.settings import resolve
+from azr.services.settings import RunSettings, resolve
 from azr.trainer.models import load_tokenizer
 from azr.warmstart.build import build_warm_start
-from azr.warmstart.config import WarmStartConfig
 from azr.warmstart.data import build_examples
+from azr.warmstart.examples import Example
 from azr.warmstart.train import SFTSchedule, tokenise, train
 
-AZR = [sys.executable, "-c", "from azr.services.cli import main; main()"]
+AZR = [sys.executable, "-m", "azr"]
 RESULTS = Path(__file__).resolve().parent / "results"
 TYPES = [t.value for t in TaskType]
+ARMS: dict[str, list[str]] = {
+    "trr++": [],
+    "reinforce++": ["trainer.algo.estimator=reinforce++"],
+    "constant": ["roles.propose_reward=constant"],
+}
+"""Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
 
 
-def warm_config() -> WarmStartConfig:
-    """The warm start ``azr pretrain --preset tiny`` builds (same fingerprint, so the cache is shared)."""
-    s = resolve("tiny", {})
-    return WarmStartConfig(
-        roles=s.roles,
-        prompt_format=s.selfplay.prompt_format,
-        executor_backend=s.executor.backend,
-        executor_workers=s.executor.workers,
-        allow_unisolated=s.executor.allow_unisolated,
-    )
-
-
-def evaluate(checkpoint: Path, out: Path) -> dict[str, Any]:
+def evaluate(checkpoint: Path, out: Path, settings: RunSettings) -> dict[str, Any]:
+    """``azr eval --suite heldout`` of a model, a checkpoint or a run directory, with the preset's prompts."""
+    limit = str(settings.rollout.max_new_tokens)
     subprocess.run(
-        [*AZR, "eval", "--checkpoint", str(checkpoint), "--suite", "heldout", "--out", str(out)],
+        [
+            *AZR,
+            "eval",
+            "--checkpoint",
+            str(checkpoint),
+            "--suite",
+            "heldout",
+            "--out",
+            str(out),
+            "--max-new-tokens",
+            limit,
+        ],
         check=True,
         capture_output=True,
     )
@@ -76,143 +85,184 @@ def evaluate(checkpoint: Path, out: Path) -> dict[str, Any]:
     return data
 
 
-def selfplay_arm(
-    estimator: str, seed: int, *, steps: int, sets: list[str], warm: Path, root: Path
-) -> dict[str, Any]:
-    run = root / f"{estimator}-seed{seed}"
-    overrides = [
-        f"model={warm}",
-        f"trainer.algo.estimator={estimator}",
-        f"selfplay.seed={seed}",
-        f"rollout.seed={seed}",
-        *sets,
-    ]
+def selfplay(run: Path, minutes: float, sets: list[str]) -> float:
+    """One ``azr selfplay --preset tiny`` run of ``minutes``; returns its wall time in seconds."""
+    if run.exists():
+        shutil.rmtree(run)
+    overrides = ["selfplay.steps=100000", f"selfplay.max_minutes={minutes}", *sets]
     started = time.perf_counter()
     subprocess.run(
-        [*AZR, "selfplay", "--preset", "tiny", "--steps", str(steps), "--out", str(run), "--no-progress"]
+        [*AZR, "selfplay", "--preset", "tiny", "--out", str(run), "--no-progress"]
         + [arg for item in overrides for arg in ("--set", item)],
         check=True,
         capture_output=True,
     )
-    wall = time.perf_counter() - started
-    rows = read_metrics(run)
+    return time.perf_counter() - started
+
+
+def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, root: Path) -> dict[str, Any]:
+    run = root / f"{name}-seed{seed}"
+    sets = [*ARMS[name], f"selfplay.seed={seed}", f"rollout.seed={seed}"]
+    wall = selfplay(run, minutes, sets)
+    rows = [r for r in read_metrics(run) if r["step"] >= 0]
     valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in rows]
     learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in rows]
     return {
         "run": str(run),
         "wall_s": wall,
-        "eval": evaluate(run, run / "eval-heldout.json"),
-        "valid_rate": statistics.fmean(valid) if valid else 0.0,
-        "learnability_mean": statistics.fmean(learn) if learn else 0.0,
+        "steps": len(rows),
+        "eval": evaluate(run, run / "eval-heldout.json", settings),
+        "valid_rate": statistics.fmean(valid) if valid else math.nan,
+        "learnability_mean": statistics.fmean(learn) if learn else math.nan,
     }
 
 
-def sft_arm(seed: int, seconds: float, warm: Path, root: Path) -> dict[str, Any]:
-    """Continue supervised training on the warm-start data for ``seconds``."""
-    config = warm_config()
-    out = root / f"sft-seed{seed}"
+def warm_start_examples(settings: RunSettings) -> list[Example]:
+    """The warm start's own data, drawn again (deterministic: the same examples it was trained on)."""
+    config = settings.warm_start_config()
 
-    async def data() -> list[Any]:
-        pool_config = PoolConfig(workers=config.executor_workers, allow_unisolated=config.allow_unisolated)
-        async with ExecutorPool.from_config(pool_config) as pool:
+    async def draw_examples() -> list[Example]:
+        pool = PoolConfig(workers=config.executor_workers, allow_unisolated=config.allow_unisolated)
+        async with ExecutorPool.from_config(pool) as executor:
             examples, _ = await build_examples(
-                pool, config.roles, per_type=config.tasks_per_type, seed=config.seed
+                executor, config.roles, per_type=config.tasks_per_type, seed=config.seed
             )
             return examples
 
+    return asyncio.run(draw_examples())
+
+
+def sft_arm(
+    seed: int, minutes: float, settings: RunSettings, *, warm: Path, examples: list[Example], root: Path
+) -> dict[str, Any]:
+    """Supervised training continues on the warm-start data for ``minutes``, at the warm start's settings
+    (its peak learning rate held constant), reshuffled by ``seed``."""
+    config = settings.warm_start_config()
+    out = root / f"sft-seed{seed}"
     tokenizer = load_tokenizer(str(warm))
-    rows = tokenise(
-        asyncio.run(data()), tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens
-    )
+    rows = tokenise(examples, tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens)
     model = AutoModelForCausalLM.from_pretrained(str(warm), dtype=torch.float32)
-    schedule = SFTSchedule(10_000, config.batch_size, False, config.lr / 2, 1, seed + 1)
+    schedule = SFTSchedule(
+        steps=1_000_000,
+        batch_size=config.batch_size,
+        prompt_gradient=config.prompt_gradient,
+        lr=config.lr,
+        warmup_steps=1,
+        seed=config.seed + 1 + seed,
+    )
     started = time.perf_counter()
-    losses = train(model, rows, int(tokenizer.pad_token_id), schedule, max_seconds=seconds)
+    losses = train(model, rows, int(tokenizer.pad_token_id), schedule, max_seconds=60 * minutes)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    wall = time.perf_counter() - started
     return {
         "run": str(out),
-        "wall_s": wall,
+        "wall_s": time.perf_counter() - started,
         "steps": len(losses),
-        "eval": evaluate(out, out / "eval-heldout.json"),
+        "eval": evaluate(out, out / "eval-heldout.json", settings),
     }
 
 
-def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
-    def spread(values: list[float]) -> tuple[float, float]:
-        return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
+def spread(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
-    out: dict[str, Any] = {}
-    for t in TYPES:
-        out[t] = spread([r["eval"]["by_type"][t]["pass_at_1"] for r in results])
+
+def summarise(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    out = {t: spread([r["eval"]["by_type"][t]["pass_at_1"] for r in results]) for t in TYPES}
+    out["overall"] = spread([r["eval"]["overall"]["pass_at_1"] for r in results])
     out["format_errors"] = spread([r["eval"]["overall"]["format_error_rate"] for r in results])
-    for key in ("valid_rate", "learnability_mean", "wall_s"):
+    for key in ("valid_rate", "learnability_mean", "steps"):
         if all(key in r for r in results):
-            out[key] = spread([r[key] for r in results])
+            out[key] = spread([float(r[key]) for r in results])
     return out
+
+
+def table(summary: dict[str, dict[str, tuple[float, float]]]) -> str:
+    columns = [*TYPES, "overall", "format_errors", "valid_rate", "learnability_mean", "steps"]
+    heads = ["deduction", "abduction", "induction", "overall", "format err", "valid", "learnab.", "steps"]
+    lines = [f"{'arm':<12}" + "".join(f"{h:>15}" for h in heads)]
+    for name, s in summary.items():
+        cells = []
+        for key in columns:
+            mean, sd = s.get(key, (math.nan, math.nan))
+            cells.append(f"{'-':>15}" if math.isnan(mean) else f"{mean:>8.3f}+-{sd:<5.3f}")
+        lines.append(f"{name:<12}" + "".join(cells))
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=30, help="self-play steps per run (the budget)")
+    parser.add_argument("--curve-minutes", type=float, default=30, help="the curve run's budget (0: none)")
+    parser.add_argument("--eval-every", type=int, default=10, help="steps between the curve's evaluations")
+    parser.add_argument("--minutes", type=float, default=5, help="each comparison run's budget (0: none)")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--arms", default="trr++,reinforce++,sft")
-    parser.add_argument("--set", dest="sets", action="append", default=[], help="extra selfplay --set")
+    parser.add_argument("--arms", default="trr++,reinforce++,constant,sft")
     parser.add_argument("--out", type=Path, default=Path("/tmp/azr-bench-learning"))
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    warm = build_warm_start(resolve("tiny", {}).cache_dir, warm_config()).directory
+    settings = resolve("tiny", {})
+    warm = build_warm_start(settings.cache_dir, settings.warm_start_config()).directory
     args.out.mkdir(parents=True, exist_ok=True)
-    arms: dict[str, list[dict[str, Any]]] = {
-        "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json")}]
-    }
-    for estimator in [a for a in args.arms.split(",") if a != "sft"]:
-        arms[estimator] = [
-            selfplay_arm(estimator, s, steps=args.steps, sets=args.sets, warm=warm, root=args.out)
-            for s in range(args.seeds)
-        ]
-    if "sft" in args.arms.split(","):
-        walls = [r["wall_s"] for name, rs in arms.items() if name != "warm" for r in rs]
-        budget = statistics.fmean(walls) if walls else 60.0
-        arms["sft"] = [sft_arm(s, budget, warm, args.out) for s in range(args.seeds)]
-    summary = {name: summarise(rs) for name, rs in arms.items()}
-    runs = [Path(r["run"]) for name, rs in arms.items() if name not in ("warm", "sft") for r in rs]
-    charts = draw(runs, RESULTS / "learning") if runs else []
-    print(
-        f"held-out accuracy after {args.steps} self-play steps ({args.seeds} seeds; load {load_before:.1f})"
-    )
-    print(
-        f"{'arm':<12}"
-        + "".join(f"{t:>16}" for t in TYPES)
-        + f"{'format err':>14}{'valid':>14}{'learnab.':>14}{'wall s':>10}"
-    )
-    for name, s in summary.items():
-        cells = "".join(f"{s[t][0]:>9.3f}+-{s[t][1]:<5.3f}" for t in TYPES)
-        extra = "".join(
-            f"{s[k][0]:>9.3f}+-{s[k][1]:<3.2f}" if k in s else f"{'-':>14}"
-            for k in ("format_errors", "valid_rate", "learnability_mean")
-        )
-        wall = f"{s['wall_s'][0]:>10.0f}" if "wall_s" in s else f"{'-':>10}"
-        print(f"{name:<12}{cells}{extra}{wall}")
+    results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "load_before": load_before}
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "learning.json"
-    path.write_text(
-        json.dumps(
-            {
-                "args": {k: str(v) for k, v in vars(args).items()},
-                "load_before": load_before,
-                "summary": summary,
-                "arms": arms,
-                "charts": [str(c) for c in charts],
-            },
-            indent=1,
+
+    if args.curve_minutes > 0:
+        run = args.out / "curve"
+        wall = selfplay(run, args.curve_minutes, [f"selfplay.eval_every={args.eval_every}"])
+        rows = read_metrics(run)
+        evals = [r for r in rows if "eval/heldout/overall/accuracy" in r]
+        first, last = evals[0], evals[-1]
+        results["curve"] = {
+            "run": str(run),
+            "wall_s": wall,
+            "steps": sum(r["step"] >= 0 and "train/loss" in r for r in rows),
+            "first": {k: v for k, v in first.items() if k.startswith("eval/heldout/")},
+            "last": {k: v for k, v in last.items() if k.startswith("eval/heldout/")},
+            "charts": [str(c) for c in draw([run], RESULTS / "learning-curve")],
+        }
+        print(f"curve: {args.curve_minutes:g} min, {results['curve']['steps']} steps ({run})")
+        print(f"{'held-out':<12}{'start':>10}{'end':>10}{'change':>10}")
+        for t in [*TYPES, "overall"]:
+            a, b = first[f"eval/heldout/{t}/accuracy"], last[f"eval/heldout/{t}/accuracy"]
+            print(f"{t:<12}{a:>10.3f}{b:>10.3f}{b - a:>+10.3f}")
+
+    if args.minutes > 0:
+        arms = args.arms.split(",")
+        unknown = [a for a in arms if a not in ARMS and a != "sft"]
+        if unknown:
+            parser.error(f"unknown arms {unknown}: choose from {[*ARMS, 'sft']}")
+        runs: dict[str, list[dict[str, Any]]] = {
+            "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json", settings)}]
+        }
+        examples = warm_start_examples(settings) if "sft" in arms else []
+        for seed in range(args.seeds):  # seeds outermost: a slowdown of the machine hits every arm alike
+            for arm in arms:
+                result = (
+                    sft_arm(seed, args.minutes, settings, warm=warm, examples=examples, root=args.out)
+                    if arm == "sft"
+                    else selfplay_arm(arm, seed, args.minutes, settings, args.out)
+                )
+                runs.setdefault(arm, []).append(result)
+        summary = {name: summarise(rs) for name, rs in runs.items()}
+        selfplay_runs = [Path(r["run"]) for name, rs in runs.items() if name in ARMS for r in rs]
+        results |= {
+            "summary": summary,
+            "runs": runs,
+            "charts": [str(c) for c in draw(selfplay_runs, RESULTS / "learning-arms")],
+        }
+        print(
+            f"held-out accuracy, {args.minutes:g} min per arm, {args.seeds} seeds, load {load_before:.1f}"
         )
-    )
+        print(table(summary))
+
+    path = RESULTS / "learning.json"
+    path.write_text(json.dumps(results, indent=1))
     print(f"results: {path}")
-    for chart in charts:
+    for chart in results.get("curve", {}).get("charts", []) + results.get("charts", []):
         print(f"chart: {chart}")
 
 

@@ -30,11 +30,13 @@ class Chart:
     name: str
     title: str
     keys: tuple[str, ...]
+    smoothed: bool = True
+    """Per-step quantities are noisy and smoothed; an evaluation already averages a whole suite."""
 
 
 CHARTS = (
     Chart("solve_accuracy", "solver accuracy (self-play tasks)", ("solve/{type}/accuracy",)),
-    Chart("eval_accuracy", "held-out accuracy", ("eval/heldout/{type}/accuracy",)),
+    Chart("eval_accuracy", "held-out accuracy", ("eval/heldout/{type}/accuracy",), smoothed=False),
     Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",)),
     Chart("learnability", "learnability reward (mean)", ("propose/{type}/learnability_mean",)),
     Chart("reward", "reward (mean)", ("solve/{type}/reward_mean", "propose/{type}/reward_mean")),
@@ -102,7 +104,10 @@ def _lines(
                     label = " ".join(
                         part for part in (run, key if len(chart.keys) > 1 else task_type) if part
                     )
-                    lines.append((label, [s for s, _ in points], smooth([v for _, v in points], window)))
+                    values = [v for _, v in points]
+                    lines.append(
+                        (label, [s for s, _ in points], smooth(values, window if chart.smoothed else 1))
+                    )
     return lines
 
 

@@ -11,10 +11,12 @@ import pytest
 
 from tests.compose.cluster import Cluster, missing_prerequisite
 
-# A smaller tiny preset, as in tests/services/test_selfplay_run.py, so that a step takes seconds; a
-# checkpoint every step, so that a restarted learner resumes from the step it was killed in.
+# A smaller tiny preset, as in tests/services/test_selfplay_run.py, so that a step takes seconds: the
+# random-weight tiny model (the cluster is under test, not the warm start), and a checkpoint every step,
+# so that a restarted learner resumes from the step it was killed in.
 SMALL_RUN = (
-    "--set selfplay.batch_size=1 --set rollout.max_new_tokens=16 --set roles.n_learnability_rollouts=2 "
+    "--set model=tiny --set selfplay.batch_size=1 --set rollout.max_new_tokens=16 "
+    "--set roles.n_learnability_rollouts=2 "
     "--set trainer.checkpoint_interval=1"
 )
 
