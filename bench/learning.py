@@ -254,12 +254,11 @@ def main() -> None:
             "runs": runs,
             "charts": [str(c) for c in draw(selfplay_runs, RESULTS / "learning-arms")],
         }
-        print(
-            f"held-out accuracy, {args.minutes:g} min per arm, {args.seeds} seeds, load {load_before:.1f}"
-        )
+        print(f"held-out accuracy, {args.minutes:g} min per arm, {args.seeds} seeds, load {load_before:.1f}")
         print(table(summary))
 
-    path = RESULTS / "learning.json"
+    parts = [name for name, on in (("curve", args.curve_minutes > 0), ("arms", args.minutes > 0)) if on]
+    path = RESULTS / f"learning-{'-'.join(parts) or 'none'}.json"
     path.write_text(json.dumps(results, indent=1))
     print(f"results: {path}")
     for chart in results.get("curve", {}).get("charts", []) + results.get("charts", []):

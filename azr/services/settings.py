@@ -79,7 +79,7 @@ class RunSettings(_Section):
     )
     cache_dir: Path = Field(
         default=Path("~/.cache/azr").expanduser(),
-        description="Where built models (the tiny one) are cached between runs.",
+        description="Where built models (the tiny one and its warm start) are cached between runs.",
     )
     warm_start: dict[str, Any] = Field(
         default_factory=dict,
@@ -156,7 +156,8 @@ class RunSettings(_Section):
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "model": TINY_MODEL,
+        "model": TINY_WARM_MODEL,
+        "warm_start": {"tasks_per_type": 1000, "steps": 1500},
         "selfplay": {
             "batch_size": 4,
             "seed_factor": 1,
@@ -164,11 +165,11 @@ PRESETS: dict[str, dict[str, Any]] = {
             "steps": 20,
             "samples_per_step": 1,
         },
-        "roles": {"n_learnability_rollouts": 4, "max_prompt_tokens": 2048},
-        "rollout": {"max_new_tokens": 96, "device": "cpu"},
+        "roles": {"wording": "compact", "n_learnability_rollouts": 4, "max_prompt_tokens": 1024},
+        "rollout": {"max_new_tokens": 192, "device": "cpu"},
         "trainer": {
             "device": "cpu",
-            "lr": 1e-5,
+            "lr": 1e-4,
             "mini_batch_size": 24,
             "micro_batch_size": 8,
             "gradient_checkpointing": False,
@@ -192,8 +193,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "ray": {"rollout_workers": 1, "rollout_gpus": 1, "learner_gpus": 1},
     },
 }
-"""Named starting points. ``tiny`` runs the whole loop on a 2-core CPU in minutes; the Qwen presets are
-the paper's setting (B=64, n=8, K=6, lr 1e-6, 8,096 response tokens) on GPUs."""
+"""Named starting points. ``tiny`` runs the whole loop on a 2-core CPU: the warm-started tiny model
+(built on first use), compact prompts, 192-token responses (an induction proposal's ten inputs and message
+need about 170), and a learning rate for a few million parameters rather than billions; the Qwen presets
+are the paper's setting (B=64, n=8, K=6, lr 1e-6, 8,096 response tokens) on GPUs."""
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:

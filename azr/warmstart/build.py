@@ -18,6 +18,7 @@ import tempfile
 import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import torch
@@ -41,6 +42,15 @@ MARKER = "azr-warm-start.json"
 WARM_MODEL_DIR = Path("models") / "tiny-warm"
 """Where, under the cache directory, the warm-started tiny model lives."""
 BASE_MODEL_DIR = Path("models") / "tiny"
+RECIPE_PACKAGES = ("azr.warmstart", "azr.roles", "azr.proposer", "azr.solver", "azr.executor", "azr.core")
+"""The code the warm start's examples come from (``recipe_fingerprint``)."""
+REWARD_ONLY_ROLES_FIELDS = {
+    "propose_reward",
+    "constant_propose_reward",
+    "n_learnability_rollouts",
+    "min_judged_fraction",
+}
+"""Roles settings that change rewards, never a prompt or a parse: a comparison's arms share a warm start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +78,20 @@ def build_warm_start(
     target = directory or cache_dir / WARM_MODEL_DIR
     base = build_tiny_model(cache_dir / BASE_MODEL_DIR)
     started = time.perf_counter()
+    recipe = recipe_fingerprint(config, base)
+    built = _marker(target)
+    if (
+        not force
+        and built.get("recipe") == recipe
+        and isinstance(fingerprint := built.get("fingerprint"), str)
+    ):
+        log.info("reusing the warm start in %s (same recipe)", target)
+        return WarmStartResult(target, True, fingerprint, None, (), time.perf_counter() - started)
     examples, report = asyncio.run(_examples(config, executor))
     want = _fingerprint(config, base, data_fingerprint(examples))
-    if not force and _built_fingerprint(target) == want:
-        log.info("reusing the warm start in %s", target)
+    if not force and built.get("fingerprint") == want:
+        log.info("reusing the warm start in %s (same data)", target)
+        _write_marker(target, built | {"recipe": recipe})  # the next call skips drawing the data
         return WarmStartResult(target, True, want, report, (), time.perf_counter() - started)
     log.info("warm start: %d examples %s", report.examples, report.by_group)
     tokenizer = load_tokenizer(str(base))
@@ -90,13 +110,18 @@ def build_warm_start(
         tmp.chmod(0o755)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        marker = {"fingerprint": want, "config": config.model_dump(mode="json"), "data": asdict(report)}
+        marker = {
+            "fingerprint": want,
+            "recipe": recipe,
+            "config": config.model_dump(mode="json"),
+            "data": asdict(report),
+        }
         (tmp / MARKER).write_text(json.dumps(marker | {"losses": losses}, indent=1))
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
     except OSError:
-        if _built_fingerprint(target) != want:  # another builder renamed the same build into place first
+        if _marker(target).get("fingerprint") != want:  # another builder renamed the same build first
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -137,10 +162,30 @@ def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
     return h.hexdigest()
 
 
-def _built_fingerprint(directory: Path) -> str | None:
+def recipe_fingerprint(config: WarmStartConfig, base: Path) -> str:
+    """Hash of everything the examples are made from, known without drawing them: the configuration (the
+    prompts' settings but not the reward's), the base model, the held-out suite and the source of the code
+    that draws, writes, checks and labels examples. A match skips drawing the data (minutes of labelling);
+    a mismatch falls back to comparing the data itself, so a change that leaves it alone reuses the model."""
+    h = hashlib.sha256()
+    roles = config.roles.model_dump_json(exclude=REWARD_ONLY_ROLES_FIELDS)
+    h.update(_fingerprint(config, base, roles).encode())
+    h.update(files("azr.eval").joinpath("suites/heldout.jsonl").read_bytes())
+    for package in RECIPE_PACKAGES:
+        for source in sorted(Path(str(files(package))).rglob("*.py")):
+            h.update(source.read_bytes())
+    return h.hexdigest()
+
+
+def _write_marker(directory: Path, marker: dict[str, object]) -> None:
+    tmp = directory / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, indent=1))
+    tmp.replace(directory / MARKER)
+
+
+def _marker(directory: Path) -> dict[str, object]:
     try:
         data = json.loads((directory / MARKER).read_text())
     except (OSError, ValueError):
-        return None
-    value = data.get("fingerprint") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -32,6 +32,7 @@ def test_the_warm_start_is_reused_unless_its_data_or_training_change(cache_dir: 
     constant = config.model_copy(update={"roles": roles.model_copy(update={"propose_reward": "constant"})})
     again = build_warm_start(cache_dir, constant)
     assert again.reused and again.fingerprint == first.fingerprint
+    assert again.report is None, "the same recipe is recognised without drawing the data again"
 
     # The prompts' wording does: other examples, another model.
     full = config.model_copy(update={"roles": roles.model_copy(update={"wording": "full"})})
