@@ -104,7 +104,7 @@ def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, ro
     run = root / f"{name}-seed{seed}"
     sets = [*ARMS[name], f"selfplay.seed={seed}", f"rollout.seed={seed}"]
     wall = selfplay(run, minutes, sets)
-    rows = [r for r in read_metrics(run) if r["step"] >= 0]
+    rows = [r for r in read_metrics(run) if r["step"] >= 0 and "propose/deduction/valid_rate" in r]
     valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in rows]
     learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in rows]
     return {
@@ -219,7 +219,7 @@ def main() -> None:
         results["curve"] = {
             "run": str(run),
             "wall_s": wall,
-            "steps": sum(r["step"] >= 0 and "train/loss" in r for r in rows),
+            "steps": len({r["step"] for r in rows if r["step"] >= 0}),
             "first": {k: v for k, v in first.items() if k.startswith("eval/heldout/")},
             "last": {k: v for k, v in last.items() if k.startswith("eval/heldout/")},
             "charts": [str(c) for c in draw([run], RESULTS / "learning-curve")],
