@@ -21,12 +21,14 @@ _STEP_DIR = re.compile(r"^step-(\d{8})$")
 def model_directory(path: Path) -> Path:
     """The Hugging Face model directory behind ``path``: a model directory itself, a training checkpoint
     (``step-N/model``), or a run directory (its newest checkpoint)."""
+    # A run directory holds a config.json too (the run's settings): its checkpoints decide first.
+    if (path / "checkpoints").is_dir():
+        return model_directory(path / "checkpoints")
     if (path / "config.json").is_file():
         return path
     if (path / "model" / "config.json").is_file():
         return path / "model"
-    root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-    steps = sorted(p for p in root.glob("step-*") if _STEP_DIR.match(p.name) and (p / "model").is_dir())
+    steps = sorted(p for p in path.glob("step-*") if _STEP_DIR.match(p.name) and (p / "model").is_dir())
     if steps:
         return steps[-1] / "model"
     raise FileNotFoundError(f"{path} is neither a model directory, a checkpoint nor a run directory")

@@ -103,6 +103,7 @@ def test_model_directory_finds_the_newest_checkpoint_of_a_run(tmp_path: Path) ->
     for step in (5, 10):
         (tmp_path / "checkpoints" / f"step-{step:08d}" / "model").mkdir(parents=True)
         (tmp_path / "checkpoints" / f"step-{step:08d}" / "model" / "config.json").write_text("{}")
+    (tmp_path / "config.json").write_text('{"model": "tiny-warm"}')  # the run's settings, not a model
     assert model_directory(tmp_path) == tmp_path / "checkpoints" / "step-00000010" / "model"
     assert model_directory(tmp_path / "checkpoints" / "step-00000005") == (
         tmp_path / "checkpoints" / "step-00000005" / "model"
