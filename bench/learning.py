@@ -25,7 +25,6 @@ steps, and the steps done. The machine's load average is recorded, since other w
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -41,13 +40,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from azr.core.task import TaskType
-from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
 from azr.services.settings import RunSettings, resolve
 from azr.trainer.models import load_tokenizer
-from azr.warmstart.build import build_warm_start
-from azr.warmstart.data import build_examples
+from azr.warmstart.build import build_warm_start, draw_examples
 from azr.warmstart.examples import Example
 from azr.warmstart.train import SFTSchedule, tokenise, train
 
@@ -117,21 +114,6 @@ def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, ro
     }
 
 
-def warm_start_examples(settings: RunSettings) -> list[Example]:
-    """The warm start's own data, drawn again (deterministic: the same examples it was trained on)."""
-    config = settings.warm_start_config()
-
-    async def draw_examples() -> list[Example]:
-        pool = PoolConfig(workers=config.executor_workers, allow_unisolated=config.allow_unisolated)
-        async with ExecutorPool.from_config(pool) as executor:
-            examples, _ = await build_examples(
-                executor, config.roles, per_type=config.tasks_per_type, seed=config.seed
-            )
-            return examples
-
-    return asyncio.run(draw_examples())
-
-
 def sft_arm(
     seed: int, minutes: float, settings: RunSettings, *, warm: Path, examples: list[Example], root: Path
 ) -> dict[str, Any]:
@@ -146,6 +128,7 @@ def sft_arm(
         steps=1_000_000,
         batch_size=config.batch_size,
         prompt_gradient=config.prompt_gradient,
+        prompt_loss=config.prompt_loss,
         lr=config.lr,
         warmup_steps=1,
         seed=config.seed + 1 + seed,
@@ -238,7 +221,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {
             "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json", settings)}]
         }
-        examples = warm_start_examples(settings) if "sft" in arms else []
+        examples = draw_examples(settings.warm_start_config())[0] if "sft" in arms else []
         for seed in range(args.seeds):  # seeds outermost: a slowdown of the machine hits every arm alike
             for arm in arms:
                 result = (

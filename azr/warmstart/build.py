@@ -87,7 +87,7 @@ def build_warm_start(
     ):
         log.info("reusing the warm start in %s (same recipe)", target)
         return WarmStartResult(target, True, fingerprint, None, (), time.perf_counter() - started)
-    examples, report = asyncio.run(_examples(config, executor))
+    examples, report = draw_examples(config, executor)
     want = _fingerprint(config, base, data_fingerprint(examples))
     if not force and built.get("fingerprint") == want:
         log.info("reusing the warm start in %s (same data)", target)
@@ -101,7 +101,13 @@ def build_warm_start(
     if not isinstance(model, PreTrainedModel):
         raise TypeError(f"{base} did not load as a transformers model")
     schedule = SFTSchedule(
-        config.steps, config.batch_size, config.prompt_gradient, config.lr, config.warmup_steps, config.seed
+        steps=config.steps,
+        batch_size=config.batch_size,
+        prompt_gradient=config.prompt_gradient,
+        prompt_loss=config.prompt_loss,
+        lr=config.lr,
+        warmup_steps=config.warmup_steps,
+        seed=config.seed,
     )
     losses = train(model, rows, int(tokenizer.pad_token_id), schedule)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +134,14 @@ def build_warm_start(
     seconds = time.perf_counter() - started
     log.info("built the warm start in %s (%.0f s)", target, seconds)
     return WarmStartResult(target, False, want, report, tuple(losses), seconds)
+
+
+def draw_examples(
+    config: WarmStartConfig, executor: AbstractAsyncContextManager[Executor] | None = None
+) -> tuple[list[Example], DataReport]:
+    """The warm start's examples (deterministic for ``config``), labelled by ``executor`` (entered here;
+    by default a pool on this host as ``config`` describes), none from the held-out suite."""
+    return asyncio.run(_examples(config, executor))
 
 
 async def _examples(

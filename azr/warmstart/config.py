@@ -27,8 +27,15 @@ class WarmStartConfig(BaseModel):
     batch_size: int = Field(default=8, ge=1, le=4_096, description="Examples per optimizer step.")
     prompt_gradient: bool = Field(
         default=False,
-        description="Back-propagate through the prompt tokens too (about 3x the CPU cost per step); off, the "
-        "prompt is read without gradient and only the completion is trained through.",
+        description="Back-propagate through the preamble every prompt shares too; off, it is read without "
+        "gradient (it holds nothing an answer copies) and each prompt's own tokens and the completion are "
+        "trained through.",
+    )
+    prompt_loss: bool = Field(
+        default=True,
+        description="Train next-token prediction on each prompt's own tokens (after the preamble every "
+        "prompt shares) as well as on the completion: the programs and values an answer copies from are "
+        "learnt as text, at no extra cost per step.",
     )
     lr: float = Field(default=2e-3, gt=0, le=1, description="Peak AdamW learning rate.")
     warmup_steps: int = Field(default=5, ge=1, description="Steps of linear warm-up to the peak rate.")

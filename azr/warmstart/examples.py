@@ -13,6 +13,11 @@ Every completion ends with a short ``<think>`` section that restates the questio
 is invented) and the answer in fenced blocks rendered by ``azr.roles.completion.fenced``, so that the
 roles' own parsers read it back exactly; ``azr.warmstart.data`` checks that they do, and that the
 executor accepts every answer and every proposal.
+
+A solver's ``<think>`` copies the given value (deduction's input, abduction's output) on a line of its
+own, as the prompt's fenced block holds it: the copy then has the same tokens as its source. Written
+inline, as ``f([3])``, the byte-level pre-tokenizer merges punctuation runs (``([``, ``])``), so the
+copy's tokens differ from the prompt's and a tiny model has to learn a translation before it can copy.
 """
 
 from __future__ import annotations
@@ -50,9 +55,9 @@ class Example:
 def solve_completion(task: Task) -> str:
     """The gold answer to ``task`` in the solver's format."""
     if task.type is TaskType.DEDUCTION:
-        think, answer = f"f({task.inputs[0]})", fenced(BlockKind.OUTPUT, task.outputs[0])
+        think, answer = f"\n{task.inputs[0]}\n", fenced(BlockKind.OUTPUT, task.outputs[0])
     elif task.type is TaskType.ABDUCTION:
-        think, answer = f"f(?) == {task.outputs[0]}", fenced(BlockKind.INPUT, task.inputs[0])
+        think, answer = f"\n{task.outputs[0]}\n", fenced(BlockKind.INPUT, task.inputs[0])
     else:
         think, answer = task.message, fenced(BlockKind.PYTHON, task.program)
     return _wrap(think, answer)

@@ -1,10 +1,11 @@
-"""Supervised fine-tuning on the warm-start examples: next-token cross-entropy on the completion tokens.
+"""Supervised fine-tuning on the warm-start examples: next-token cross-entropy on the completion tokens
+and, by default, on each prompt's own tokens.
 
 Plain PyTorch, one process: the examples are tokenised once (prompt through the policy's chat template
 by ``PromptRenderer``, completion followed by the end-of-sequence token the samplers stop on), batches
-are drawn from a seeded shuffle, and the loss is the mean over completion tokens of the batch (prompt and
-padding positions are masked out). AdamW with a short linear warm-up and a linear decay to a tenth of the
-peak rate, gradient norm clipped.
+are drawn from a seeded shuffle, and the loss is the mean over the labelled tokens of the batch (the
+preamble every prompt shares and the padding are never labelled). AdamW with a short linear warm-up and a
+linear decay to a tenth of the peak rate, gradient norm clipped.
 
 Deliberate simplifications: no packing (each example is one row, right-padded), no evaluation during
 training (``azr eval`` does that on its own suites), and a fixed number of optimizer steps rather than
@@ -43,6 +44,7 @@ class SFTSchedule:
     steps: int
     batch_size: int
     prompt_gradient: bool
+    prompt_loss: bool
     lr: float
     warmup_steps: int
     seed: int
@@ -66,71 +68,72 @@ def tokenise(
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A batch split where the gradient starts: a context read without gradient, then the trained part.
+    """A batch split where the gradient may start: a shared context, then each row's own part.
 
-    The context is every prompt but its last token, left-padded to a common width P, so that the trained
-    part (the last prompt token, whose logits predict the first completion token, and the completion)
-    starts at the same column in every row; the trained part is right-padded to width C.
+    The context is the longest prefix every prompt of the batch shares (the system preamble and the
+    role's fixed wording), identical in every row and so unpadded, width S. The tail is the rest of each
+    prompt (at least its last token, whose logits predict the first completion token) and the completion,
+    right-padded to width T.
     """
 
-    context: torch.Tensor  # (B, P)
-    context_mask: torch.Tensor  # (B, P)
-    tail: torch.Tensor  # (B, C)
-    tail_mask: torch.Tensor  # (B, C)
-    labels: torch.Tensor  # (B, C), IGNORE outside the completion
-
-    def position_ids(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Positions of the context (B, P) and of the tail (B, C), counting real tokens only."""
-        mask = torch.cat([self.context_mask, self.tail_mask], dim=1)  # (B, P + C)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P + C)
-        width = self.context.shape[1]
-        return positions[:, :width], positions[:, width:]
+    context: torch.Tensor  # (B, S)
+    tail: torch.Tensor  # (B, T)
+    tail_mask: torch.Tensor  # (B, T)
+    labels: torch.Tensor  # (B, T), IGNORE where no token is predicted
 
 
-def collate(rows: Sequence[Tokenised], pad_id: int) -> Batch:
-    """The rows as a ``Batch`` (left-padded contexts, right-padded tails)."""
-    p_width = max(len(r.prompt) - 1 for r in rows)
-    c_width = max(len(r.completion) + 1 for r in rows)
-    shape = (len(rows), p_width)
-    context, context_mask = torch.full(shape, pad_id, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
-    shape = (len(rows), c_width)
+def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest prefix common to every prompt, short of the shortest prompt's last token."""
+    limit = min(len(p) for p in prompts) - 1
+    width = 0
+    while width < limit and all(p[width] == prompts[0][width] for p in prompts):
+        width += 1
+    return width
+
+
+def collate(rows: Sequence[Tokenised], pad_id: int, *, prompt_labels: bool = False) -> Batch:
+    """The rows as a ``Batch`` (a shared context, right-padded tails); with ``prompt_labels`` each prompt's
+    own tokens (after the shared context) are labelled too, not only the completion."""
+    width = shared_prefix([r.prompt for r in rows])
+    context = torch.tensor([r.prompt[:width] for r in rows], dtype=torch.long).reshape(len(rows), width)
+    t_width = max(len(r.prompt) - width + len(r.completion) for r in rows)
+    shape = (len(rows), t_width)
     tail, tail_mask = torch.full(shape, pad_id, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
     labels = torch.full(shape, IGNORE, dtype=torch.long)
     for b, row in enumerate(rows):
-        head, trained = row.prompt[:-1], (row.prompt[-1], *row.completion)
-        context[b, p_width - len(head) :] = torch.tensor(head, dtype=torch.long)
-        context_mask[b, p_width - len(head) :] = 1
-        tail[b, : len(trained)] = torch.tensor(trained)
-        tail_mask[b, : len(trained)] = 1
-        labels[b, : len(row.completion)] = torch.tensor(row.completion)  # position t predicts token t + 1
-    return Batch(context, context_mask, tail, tail_mask, labels)
+        own = (*row.prompt[width:], *row.completion)
+        tail[b, : len(own)] = torch.tensor(own)
+        tail_mask[b, : len(own)] = 1
+        first = len(row.prompt) - width - 1  # the last prompt token predicts the first completion token
+        labels[b, first : first + len(row.completion)] = torch.tensor(row.completion)
+        if prompt_labels:
+            labels[b, :first] = torch.tensor(own[1 : first + 1])
+    return Batch(context, tail, tail_mask, labels)
 
 
 def completion_loss(model: PreTrainedModel, batch: Batch, *, prompt_gradient: bool) -> torch.Tensor:
-    """Mean cross-entropy of the completion tokens given their prompts.
+    """Mean cross-entropy of the labelled tokens (the completion, and the prompt's own tokens when the
+    batch labels them) given what precedes them.
 
-    With ``prompt_gradient`` false the prompt is read under ``no_grad`` into the KV cache and only the
-    completion is back-propagated: the gradient does not reach the prompt positions' keys and values
-    (a stop-gradient), which makes a step about three times cheaper on the CPU, where prompts are ten
-    times longer than completions. The completions restate what they copy from the prompt (the
-    ``<think>`` section), so the copying features are still trained on completion positions.
+    With ``prompt_gradient`` false the shared context is read under ``no_grad`` into the KV cache (a
+    stop-gradient at its keys and values) and only each row's own tokens are back-propagated. Nothing an
+    answer copies lies in the shared part, so the task-specific prompt tokens keep their gradient: a model
+    learns to copy from a prompt only if the prompt positions' keys and values are trained to be found.
     """
-    context_positions, tail_positions = batch.position_ids()
-    mask = torch.cat([batch.context_mask, batch.tail_mask], dim=1)  # (B, P + C)
-    with torch.set_grad_enabled(prompt_gradient):
-        cached = model(
-            input_ids=batch.context,
-            attention_mask=batch.context_mask,
-            position_ids=context_positions,
-            use_cache=True,
-        )
+    rows, width = batch.context.shape
+    mask = torch.cat([torch.ones_like(batch.context), batch.tail_mask], dim=1)  # (B, S + T)
+    tail_positions = width + torch.arange(batch.tail.shape[1]).expand(rows, -1)  # (B, T)
+    cache = None
+    if width:
+        with torch.set_grad_enabled(prompt_gradient):
+            cache = model(input_ids=batch.context, use_cache=True).cache
     logits = model(
         input_ids=batch.tail,
         attention_mask=mask,
         position_ids=tail_positions,
-        cache=cached.cache,
-        use_cache=True,
-    ).logits  # (B, C, V)
+        cache=cache,
+        use_cache=cache is not None,
+    ).logits  # (B, T, V)
     return torch.nn.functional.cross_entropy(
         logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE
     )
@@ -167,10 +170,11 @@ def train(
             break
         while len(order) < schedule.batch_size:  # a fresh seeded permutation each pass over the data
             order += torch.randperm(len(rows), generator=generator).tolist()
-        batch, order = [rows[i] for i in order[: schedule.batch_size]], order[schedule.batch_size :]
+        drawn, order = [rows[i] for i in order[: schedule.batch_size]], order[schedule.batch_size :]
         for group in optimizer.param_groups:
             group["lr"] = schedule.lr * lr_factor(step, schedule)
-        loss = completion_loss(model, collate(batch, pad_id), prompt_gradient=schedule.prompt_gradient)
+        batch = collate(drawn, pad_id, prompt_labels=schedule.prompt_loss)
+        loss = completion_loss(model, batch, prompt_gradient=schedule.prompt_gradient)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -29,9 +29,9 @@ def pretrain(
     preset: Annotated[
         str, typer.Option(help=f"Prompt and executor settings of: {', '.join(PRESETS)}.")
     ] = "tiny",
-    steps: Annotated[int | None, typer.Option(min=1, help="Optimizer steps (default 60).")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="Optimizer steps (default: the preset's).")] = None,
     tasks_per_type: Annotated[
-        int | None, typer.Option(min=2, help="Tasks drawn per type (default 200).")
+        int | None, typer.Option(min=2, help="Tasks drawn per type (default: the preset's).")
     ] = None,
     seed: Annotated[int | None, typer.Option(min=0, help="Seeds data and training (default 0).")] = None,
     out: Annotated[
