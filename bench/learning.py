@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,15 +125,7 @@ def sft_arm(
     tokenizer = load_tokenizer(str(warm))
     rows = tokenise(examples, tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens)
     model = AutoModelForCausalLM.from_pretrained(str(warm), dtype=torch.float32)
-    schedule = SFTSchedule(
-        steps=1_000_000,
-        batch_size=config.batch_size,
-        prompt_gradient=config.prompt_gradient,
-        prompt_loss=config.prompt_loss,
-        lr=config.lr,
-        warmup_steps=1,
-        seed=config.seed + 1 + seed,
-    )
+    schedule = replace(SFTSchedule.of(config), steps=1_000_000, warmup_steps=1, seed=config.seed + 1 + seed)
     started = time.perf_counter()
     losses = train(model, rows, int(tokenizer.pad_token_id), schedule, max_seconds=60 * minutes)
     model.save_pretrained(out)

@@ -100,15 +100,7 @@ def build_warm_start(
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
     if not isinstance(model, PreTrainedModel):
         raise TypeError(f"{base} did not load as a transformers model")
-    schedule = SFTSchedule(
-        steps=config.steps,
-        batch_size=config.batch_size,
-        prompt_gradient=config.prompt_gradient,
-        prompt_loss=config.prompt_loss,
-        lr=config.lr,
-        warmup_steps=config.warmup_steps,
-        seed=config.seed,
-    )
+    schedule = SFTSchedule.of(config)
     losses = train(model, rows, int(tokenizer.pad_token_id), schedule)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))

@@ -24,6 +24,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from azr.selfplay.rendering import PromptRenderer
+from azr.warmstart.config import WarmStartConfig
 from azr.warmstart.examples import Example
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,19 @@ class SFTSchedule:
     lr: float
     warmup_steps: int
     seed: int
+
+    @classmethod
+    def of(cls, config: WarmStartConfig) -> SFTSchedule:
+        """The schedule ``config`` describes."""
+        return cls(
+            steps=config.steps,
+            batch_size=config.batch_size,
+            prompt_gradient=config.prompt_gradient,
+            prompt_loss=config.prompt_loss,
+            lr=config.lr,
+            warmup_steps=config.warmup_steps,
+            seed=config.seed,
+        )
 
 
 def tokenise(
@@ -91,8 +105,8 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     return width
 
 
-def collate(rows: Sequence[Tokenised], pad_id: int, *, prompt_labels: bool = False) -> Batch:
-    """The rows as a ``Batch`` (a shared context, right-padded tails); with ``prompt_labels`` each prompt's
+def collate(rows: Sequence[Tokenised], pad_id: int, *, prompt_loss: bool = False) -> Batch:
+    """The rows as a ``Batch`` (a shared context, right-padded tails); with ``prompt_loss`` each prompt's
     own tokens (after the shared context) are labelled too, not only the completion."""
     width = shared_prefix([r.prompt for r in rows])
     context = torch.tensor([r.prompt[:width] for r in rows], dtype=torch.long).reshape(len(rows), width)
@@ -106,7 +120,7 @@ def collate(rows: Sequence[Tokenised], pad_id: int, *, prompt_labels: bool = Fal
         tail_mask[b, : len(own)] = 1
         first = len(row.prompt) - width - 1  # the last prompt token predicts the first completion token
         labels[b, first : first + len(row.completion)] = torch.tensor(row.completion)
-        if prompt_labels:
+        if prompt_loss:
             labels[b, :first] = torch.tensor(own[1 : first + 1])
     return Batch(context, tail, tail_mask, labels)
 
@@ -173,7 +187,7 @@ def train(
         drawn, order = [rows[i] for i in order[: schedule.batch_size]], order[schedule.batch_size :]
         for group in optimizer.param_groups:
             group["lr"] = schedule.lr * lr_factor(step, schedule)
-        batch = collate(drawn, pad_id, prompt_labels=schedule.prompt_loss)
+        batch = collate(drawn, pad_id, prompt_loss=schedule.prompt_loss)
         loss = completion_loss(model, batch, prompt_gradient=schedule.prompt_gradient)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]

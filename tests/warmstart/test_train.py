@@ -54,7 +54,7 @@ def test_completion_loss_matches_the_unpadded_next_token_loss(model, rows, promp
 
 def test_prompt_labels_cover_each_prompts_own_tokens_not_the_shared_preamble() -> None:
     completion_only = collate(SHARED_ROWS, pad_id=0).labels[0].tolist()
-    with_prompt = collate(SHARED_ROWS, pad_id=0, prompt_labels=True).labels[0].tolist()
+    with_prompt = collate(SHARED_ROWS, pad_id=0, prompt_loss=True).labels[0].tolist()
     assert completion_only == [IGNORE, IGNORE, 50, 51, 2, IGNORE]
     assert with_prompt == [
         31,
