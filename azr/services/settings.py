@@ -64,6 +64,12 @@ class RaySettings(_Section):
     num_cpus: int | None = Field(
         default=None, ge=1, description="CPUs of the Ray node started here (None: Ray counts them)."
     )
+    min_nodes: int = Field(
+        default=1,
+        ge=1,
+        le=4096,
+        description="Live Ray nodes to wait for (up to five minutes) before the actors are placed over them.",
+    )
     rollout_gpus: float = Field(default=0.0, ge=0, description="GPUs per rollout worker (vLLM: 1).")
     learner_gpus: float = Field(default=0.0, ge=0, description="GPUs of the learner.")
 

@@ -37,6 +37,7 @@ from azr.selfplay.schedule import Schedule, StepRecord
 from azr.selfplay.seeding import seed_buffers
 from azr.services.actors.executor_actor import ExecutorActor, RayExecutor, make_executor
 from azr.services.actors.learner_actor import LearnerActor
+from azr.services.actors.placement import NodeRoundRobin
 from azr.services.actors.rollout_worker import RolloutWorker
 from azr.services.adapters import RedisTaskStore, StreamSink
 from azr.services.config import RedisConfig
@@ -55,9 +56,8 @@ from azr.warmstart.build import build_warm_start
 
 log = logging.getLogger(__name__)
 
-ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "scheduling_strategy": "SPREAD"}
-"""Ray restarts a dead actor and re-issues the call it was serving; actors are spread over the nodes
-(within their resource needs), so a run uses a cluster's machines rather than piling onto one."""
+ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
+"""Ray restarts a dead actor and re-issues the call it was serving."""
 
 PROGRESS_KEYS = {
     "solve": ("solve/deduction/accuracy", "solve/abduction/accuracy", "solve/induction/accuracy"),
@@ -168,11 +168,19 @@ def run_selfplay(
             embedded = stack.enter_context(EmbeddedRedis(run_dir.redis))
             redis = RedisConfig(url=embedded.url)
         stack.enter_context(ray_cluster(settings))
-        return asyncio.run(_drive(settings, run_dir, model, redis, progress=progress))
+        # One actor per node in turn, so that a run uses a cluster's machines rather than piling onto one.
+        placement = NodeRoundRobin.of_cluster(settings.ray.min_nodes)
+        return asyncio.run(_drive(settings, run_dir, model, redis, placement, progress=progress))
 
 
 async def _drive(
-    settings: RunSettings, run_dir: RunDirectory, model: str, redis: RedisConfig, *, progress: bool
+    settings: RunSettings,
+    run_dir: RunDirectory,
+    model: str,
+    redis: RedisConfig,
+    placement: NodeRoundRobin,
+    *,
+    progress: bool,
 ) -> RunSummary:
     client = connect(redis)
     keys = Keys(redis.prefix)
@@ -183,11 +191,13 @@ async def _drive(
     metrics_stream = MetricsStream(client, keys, settings.metrics)
     counters = Counters(client, keys)
 
-    executor: Any = ray.remote(ExecutorActor).options(num_cpus=0, **ACTOR_OPTIONS).remote(settings.executor)
+    executor: Any = (
+        ray.remote(ExecutorActor).options(**placement.next(), **ACTOR_OPTIONS).remote(settings.executor)
+    )
     evaluation = _evaluation(settings)
     learner: Any = (
         ray.remote(LearnerActor)
-        .options(num_cpus=0, num_gpus=settings.ray.learner_gpus, **ACTOR_OPTIONS)
+        .options(**placement.next(settings.ray.learner_gpus), **ACTOR_OPTIONS)
         .remote(
             settings.trainer_config(run_dir.checkpoints, model),
             redis,
@@ -201,7 +211,7 @@ async def _drive(
     steps_done, version = await learner.state.remote()
     workers: list[Any] = [
         ray.remote(RolloutWorker)
-        .options(num_cpus=0, num_gpus=settings.ray.rollout_gpus, **ACTOR_OPTIONS)
+        .options(**placement.next(settings.ray.rollout_gpus), **ACTOR_OPTIONS)
         .remote(model, settings.rollout, str(run_dir.weights))
         for _ in range(settings.ray.rollout_workers)
     ]
