@@ -21,6 +21,8 @@ matplotlib.use("Agg")  # files only: no display is needed or wanted
 import matplotlib.pyplot as plt
 
 TYPES = ("deduction", "abduction", "induction")
+LEGEND_CHARS = 96
+"""Label characters that fit side by side in a legend row across a chart's width."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +34,20 @@ class Chart:
     keys: tuple[str, ...]
     smoothed: bool = True
     """Per-step quantities are noisy and smoothed; an evaluation already averages a whole suite."""
+    fraction: bool = False
+    """A rate between 0 and 1, drawn on the whole of that axis so that charts of runs compare at a glance."""
 
 
 CHARTS = (
-    Chart("solve_accuracy", "solver accuracy (self-play tasks)", ("solve/{type}/accuracy",)),
-    Chart("eval_accuracy", "held-out accuracy", ("eval/heldout/{type}/accuracy",), smoothed=False),
-    Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",)),
+    Chart("solve_accuracy", "solver accuracy (self-play tasks)", ("solve/{type}/accuracy",), fraction=True),
+    Chart(
+        "eval_accuracy",
+        "held-out accuracy",
+        ("eval/heldout/{type}/accuracy",),
+        smoothed=False,
+        fraction=True,
+    ),
+    Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",), fraction=True),
     Chart("learnability", "learnability reward (mean)", ("propose/{type}/learnability_mean",)),
     Chart("reward", "reward (mean)", ("solve/{type}/reward_mean", "propose/{type}/reward_mean")),
     Chart("entropy", "policy entropy", ("train/entropy",)),
@@ -76,14 +86,18 @@ def draw(run_dirs: Sequence[Path], out_dir: Path, *, window: int = 5) -> list[Pa
         lines = _lines(chart, runs, window)
         if not lines:
             continue
-        figure, axes = plt.subplots(figsize=(7, 4))
+        figure, axes = plt.subplots(figsize=(7, 4.5), layout="constrained")
         for label, steps, values in lines:
             axes.plot(steps, values, label=label)
         axes.set_title(chart.title)
         axes.set_xlabel("step")
         axes.grid(alpha=0.3)
-        axes.legend(fontsize="small")
-        figure.tight_layout()
+        if chart.fraction:
+            axes.set_ylim(0.0, 1.0)
+        # Below the axes, where it never hides a curve, in as many columns (up to three) as the labels fit.
+        longest = max(len(label) for label, _, _ in lines)
+        columns = max(1, min(len(TYPES), LEGEND_CHARS // longest))
+        figure.legend(loc="outside lower center", ncols=columns, fontsize="small")
         path = out_dir / f"{chart.name}.png"
         figure.savefig(path, dpi=100)
         plt.close(figure)
@@ -101,9 +115,10 @@ def _lines(
                 key = template.format(type=task_type)
                 points = [(r["step"], r[key]) for r in rows if key in r]
                 if points:
-                    label = " ".join(
-                        part for part in (run, key if len(chart.keys) > 1 else task_type) if part
-                    )
+                    # Where a chart draws several quantities, their first part tells them apart
+                    # ("solve", "propose").
+                    quantity = template.split("/")[0] if len(chart.keys) > 1 else ""
+                    label = " ".join(part for part in (run, quantity, task_type) if part)
                     values = [v for _, v in points]
                     lines.append(
                         (label, [s for s, _ in points], smooth(values, window if chart.smoothed else 1))
