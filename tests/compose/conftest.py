@@ -30,7 +30,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = Cluster.create(
         workdir,
         project=f"azr-test-{os.getpid()}",
-        settings={"AZR_STEPS": "40", "AZR_SELFPLAY_ARGS": SMALL_RUN, "AZR_RAY_WORKERS": "1"},
+        # More steps than the module ever reaches: a run that finished stays stopped, and the fault tests
+        # need a live one.
+        settings={"AZR_STEPS": "100000", "AZR_SELFPLAY_ARGS": SMALL_RUN, "AZR_RAY_WORKERS": "1"},
     )
     try:
         cluster.up()
