@@ -57,10 +57,8 @@ def test_killed_ray_worker_and_the_run_goes_on(cluster: Cluster) -> None:
     assert worker_ip in placement_before.values(), placement_before
     cluster.compose("kill", "ray-worker")
     # Ray declares the node dead after its missed health checks and restarts its actor on another node;
-    # until then the state API still reports the actor alive where it was.
-    deadline = time.monotonic() + STEP_TIMEOUT_S
-    while worker_ip in (placement_after := cluster.actor_nodes()).values():
-        assert time.monotonic() < deadline, (placement_before, placement_after)
+    # until then the state API still reports the actor alive where it was (pytest's timeout bounds a hang).
+    while worker_ip in cluster.actor_nodes().values():
         time.sleep(5)
     before = cluster.stats()["latest_step"]
     cluster.wait_for_step(before + 2, STEP_TIMEOUT_S)  # steps trained with the actor on its new node
