@@ -87,15 +87,16 @@ def draw(run_dirs: Sequence[Path], out_dir: Path, *, window: int = 5) -> list[Pa
         if not lines:
             continue
         figure, axes = plt.subplots(figsize=(7, 4.5), layout="constrained")
-        for label, steps, values in lines:
-            axes.plot(steps, values, label=label)
+        for line in lines:
+            color, style = _style(line, lines)
+            axes.plot(line.steps, line.values, label=line.label, color=color, linestyle=style)
         axes.set_title(chart.title)
         axes.set_xlabel("step")
         axes.grid(alpha=0.3)
         if chart.fraction:
             axes.set_ylim(0.0, 1.0)
         # Below the axes, where it never hides a curve, in as many columns (up to three) as the labels fit.
-        longest = max(len(label) for label, _, _ in lines)
+        longest = max(len(line.label) for line in lines)
         columns = max(1, min(len(TYPES), LEGEND_CHARS // longest))
         figure.legend(loc="outside lower center", ncols=columns, fontsize="small")
         path = out_dir / f"{chart.name}.png"
@@ -105,9 +106,34 @@ def draw(run_dirs: Sequence[Path], out_dir: Path, *, window: int = 5) -> list[Pa
     return written
 
 
-def _lines(
-    chart: Chart, runs: dict[str, list[dict[str, float]]], window: int
-) -> list[tuple[str, list[float], list[float]]]:
+@dataclass(frozen=True, slots=True)
+class _Line:
+    run: str
+    quantity: str
+    task_type: str
+    steps: list[float]
+    values: list[float]
+
+    @property
+    def label(self) -> str:
+        return " ".join(part for part in (self.run, self.quantity, self.task_type) if part)
+
+
+LINE_STYLES = ("solid", "dashed", "dotted")
+"""One per task type when several runs share a chart: the colour then tells the runs apart."""
+
+
+def _style(line: _Line, lines: Sequence[_Line]) -> tuple[str | None, str]:
+    """Several runs: a colour per run (and quantity), a line style per task type, so that no two lines
+    look alike while there are at most ten colours' worth of runs; one run: matplotlib's colour cycle."""
+    if len({other.run for other in lines}) == 1:
+        return None, "solid"
+    series = list(dict.fromkeys((other.run, other.quantity) for other in lines))
+    style = LINE_STYLES[TYPES.index(line.task_type) % len(LINE_STYLES)] if line.task_type else "solid"
+    return f"C{series.index((line.run, line.quantity)) % 10}", style
+
+
+def _lines(chart: Chart, runs: dict[str, list[dict[str, float]]], window: int) -> list[_Line]:
     lines = []
     for run, rows in runs.items():
         for template in chart.keys:
@@ -118,11 +144,10 @@ def _lines(
                     # Where a chart draws several quantities, their first part tells them apart
                     # ("solve", "propose").
                     quantity = template.split("/")[0] if len(chart.keys) > 1 else ""
-                    label = " ".join(part for part in (run, quantity, task_type) if part)
                     values = [v for _, v in points]
-                    lines.append(
-                        (label, [s for s, _ in points], smooth(values, window if chart.smoothed else 1))
-                    )
+                    steps = [s for s, _ in points]
+                    smoothed = smooth(values, window if chart.smoothed else 1)
+                    lines.append(_Line(run, quantity, task_type, steps, smoothed))
     return lines
 
 

@@ -35,6 +35,13 @@ class SelfPlayConfig(BaseModel):
         description="Most proposal rounds of the seeding stage; a model that cannot yet write valid tasks "
         "stops there with what the buffers hold (the zero seed at least).",
     )
+    train_rollouts: bool = Field(
+        default=False,
+        description="Also train the solver on the learnability rollouts: the n answers sampled per valid "
+        "proposal to rate it are on-policy solver responses at the training temperature, judged by the "
+        "executor, so they become solver experiences at no extra generation cost (n x B more per type "
+        "and step). Off, as in the paper: they only rate the proposal.",
+    )
     steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
     max_minutes: float | None = Field(
         default=None,

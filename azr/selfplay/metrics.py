@@ -2,10 +2,12 @@
 
 Every key is present every step (zero when nothing happened), so a chart or a ``metrics.jsonl`` reader never
 meets a missing series: per task type ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,
-complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean}``, ``buffer/<type>/size``; one
-``executor/errors/<class>`` per executor error class; ``rewards/dropped`` (responses the executor could not
-judge); ``response/length_mean`` in tokens; ``perf/{generate,execute,store}_s`` (generation split into
-``perf/generate_propose_s`` and ``perf/generate_solve_s``, the learnability rollouts and answers).
+complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean,rollouts_trained}`` (the last counts the
+learnability rollouts trained as solver answers with ``train_rollouts``; they are not in the accuracy),
+``buffer/<type>/size``; one ``executor/errors/<class>`` per executor error class; ``rewards/dropped``
+(responses the executor could not judge); ``response/length_mean`` in tokens;
+``perf/{generate,execute,store}_s`` (generation split into ``perf/generate_propose_s`` and
+``perf/generate_solve_s``, the learnability rollouts and answers).
 
 ``learnability_mean`` averages the learnability of the valid proposals whose solve rate was measured; with
 the constant propose reward (the ablation) none is, and it stays 0 rather than echo the constant, which
@@ -88,6 +90,13 @@ class RoundMetrics:
         self._values[f"{prefix}/reward"].append(reward.value)
         self._counts[f"{prefix}/correct"] += reward.parts.get("role", 0.0) == 1.0
 
+    def rollout_solve(self, task_type: TaskType, reward: Reward | NoReward) -> None:
+        """A learnability rollout trained as a solver answer (``SelfPlayConfig.train_rollouts``)."""
+        if isinstance(reward, NoReward):
+            self._counts["rewards/dropped"] += 1
+            return
+        self._counts[f"solve/{task_type.value}/rollouts_trained"] += 1
+
     def buffer_sizes(self, sizes: Mapping[TaskType, int]) -> None:
         for task_type, size in sizes.items():
             self._gauges[f"buffer/{task_type.value}/size"] = float(size)
@@ -107,6 +116,7 @@ class RoundMetrics:
                 f"{s}/count": solved,
                 f"{s}/accuracy": c[f"{s}/correct"] / solved if solved else 0.0,
                 f"{s}/reward_mean": _mean(v[f"{s}/reward"]),
+                f"{s}/rollouts_trained": c[f"{s}/rollouts_trained"],
                 f"buffer/{t.value}/size": self._gauges.get(f"buffer/{t.value}/size", 0.0),
             }
         out |= {f"executor/errors/{code.value}": c[f"executor/errors/{code.value}"] for code in ErrorCode}

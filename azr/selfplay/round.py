@@ -10,7 +10,8 @@ For every task type t in (deduction, abduction, induction):
    executor: r_propose = 1 - solve rate when 0 < rate < 1, else 0 (none with the constant propose
    reward, the ablation, where every valid proposal gets the same r_propose);
 4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
-5. shape every response's reward and turn it into an experience for the trainer.
+5. shape every response's reward and turn it into an experience for the trainer; with
+   ``train_rollouts`` the learnability rollouts become solver experiences too.
 
 The learnability rollouts and the solver answers are sampled in one generate call (both are solver
 prompts). A response the executor could not judge (``infra_error``) gets no reward and no experience; it
@@ -59,6 +60,8 @@ class Proposal:
     completion: Completion
     parsed: Task | FormatFailure
     validation: Validation | None = None
+    rollout_prompt_ids: list[int] = field(default_factory=list)
+    """The solver prompt the learnability rollouts answered."""
     rollouts: list[Completion] = field(default_factory=list)
     rollout_judgements: list[Judgement | None] = field(default_factory=list)
     reward: Reward | NoReward | None = None
@@ -229,7 +232,8 @@ class SelfPlayRound:
             Solve(task, ids, completion, self._parse_answer(task, completion))
             for (task, ids), (completion,) in zip(solve_tasks, solve_out, strict=True)
         ]
-        for (proposal, _, _), rollouts in zip(fitting, learn_out, strict=True):
+        for (proposal, _, ids), rollouts in zip(fitting, learn_out, strict=True):
+            proposal.rollout_prompt_ids = ids
             proposal.rollouts = list(rollouts)
         await self._check_all(fitting, solves, metrics)
         return solves
@@ -311,6 +315,30 @@ class SelfPlayRound:
                 reward=reward,
                 task_id=s.task.id,
             )
+        for s in self._rollout_solves(proposals) if self.config.train_rollouts else []:
+            reward = s.reward = solver_reward(s.parsed, s.judgement)
+            metrics.rollout_solve(s.task.type, reward)
+            out += self._experience(
+                step=step,
+                policy_version=policy_version,
+                role=Role.SOLVE,
+                task_type=s.task.type,
+                response=s,
+                reward=reward,
+                task_id=s.task.id,
+            )
+        return out
+
+    def _rollout_solves(self, proposals: Sequence[Proposal]) -> list[Solve]:
+        """The learnability rollouts of the valid proposals, as answers of the solver."""
+        out = []
+        for p in proposals:
+            task = p.valid_task
+            if task is None:
+                continue
+            for completion, judgement in zip(p.rollouts, p.rollout_judgements, strict=True):
+                parsed = self._parse_answer(task, completion)
+                out.append(Solve(task, p.rollout_prompt_ids, completion, parsed, judgement))
         return out
 
     def _learnability(self, p: Proposal) -> LearnabilityRollouts | None:

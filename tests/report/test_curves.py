@@ -10,7 +10,7 @@ from pathlib import Path
 from PIL import Image
 
 from azr.core.task import TaskType
-from azr.report.curves import draw, read_metrics, smooth
+from azr.report.curves import CHARTS, _lines, _style, draw, read_metrics, smooth
 from azr.selfplay.metrics import RoundMetrics
 
 AZR = [sys.executable, "-c", "from azr.services.cli import main; main()"]
@@ -40,6 +40,18 @@ def test_charts_are_drawn_for_the_quantities_the_runs_recorded(tmp_path: Path) -
     for path in paths:
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] > 100
+
+
+def test_several_runs_get_a_colour_each_and_a_line_style_per_task_type(tmp_path: Path) -> None:
+    """Five runs on one chart are fifteen lines, more than matplotlib's ten colours: no two may look alike."""
+    runs = {f"run{i}": read_metrics(_run(tmp_path / f"run{i}", 3, 0.1)) for i in range(5)}
+    (chart,) = [c for c in CHARTS if c.name == "solve_accuracy"]
+    lines = _lines(chart, runs, window=1)
+    styles = {line.label: _style(line, lines) for line in lines}
+    assert len(lines) == 15 and len(set(styles.values())) == 15
+    for run in runs:
+        assert len({styles[f"{run} {t.value}"][0] for t in TaskType}) == 1, "one colour per run"
+    assert len({styles[f"run0 {t.value}"][1] for t in TaskType}) == 3, "one line style per task type"
 
 
 def test_smooth_is_a_trailing_mean() -> None:

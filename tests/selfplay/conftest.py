@@ -87,6 +87,7 @@ def make_round(
     batch_size: int = 1,
     n_rollouts: int = 2,
     roles: RolesConfig | None = None,
+    train_rollouts: bool = False,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
     """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
     prompts)."""
@@ -94,7 +95,7 @@ def make_round(
     buffers.ensure_zero_seed()
     stream = ExperienceStream(client, keys, consumer="test")
     round_ = SelfPlayRound(
-        SelfPlayConfig(batch_size=batch_size, samples_per_step=1),
+        SelfPlayConfig(batch_size=batch_size, samples_per_step=1, train_rollouts=train_rollouts),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
         generator=generator,

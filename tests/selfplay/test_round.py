@@ -130,6 +130,35 @@ async def test_the_constant_propose_reward_pays_valid_proposals_and_samples_no_r
     assert all(m[f"propose/{t.value}/learnability_mean"] == 0.0 for t in TaskType), "none was measured"
 
 
+async def test_train_rollouts_turns_the_learnability_rollouts_into_solver_experiences(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The same policy with ``train_rollouts``: the doubling task's two rollouts (6, right; 7, wrong) join
+    the solver's experiences with their own rewards, under the prompt they answered, and the proposal's
+    learnability and the solver's accuracy are what they were without them."""
+    generator = ScriptedGenerator(tokenizer, script)
+    round_, _, stream = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, train_rollouts=True
+    )
+    result = await round_.run(step=0, policy_version=0)
+
+    solved = [e for e in result.experiences if (e.role, e.task_type) == (Role.SOLVE, TaskType.DEDUCTION)]
+    (new,) = result.new_tasks
+    assert sorted(e.reward for e in solved) == [-0.5, 1.0, 1.0]  # the answer, then the rollouts 6 and 7
+    assert {e.task_id for e in solved} == {new.id}
+    assert len({tuple(e.prompt_ids) for e in solved}) == 1, "the rollouts answered the solver's prompt"
+    texts = sorted(tokenizer.decode(e.response_ids, skip_special_tokens=True) for e in solved)
+    assert texts == sorted(
+        [answer("```output\n6\n```"), answer("```output\n6\n```"), answer("```output\n7\n```")]
+    )
+    assert stream.waiting() == len(result.experiences) == 8
+
+    m = result.metrics
+    assert m["propose/deduction/learnability_mean"] == 0.5
+    assert m["solve/deduction/accuracy"] == 1.0 and m["solve/deduction/count"] == 1
+    assert m["solve/deduction/rollouts_trained"] == 2 and m["solve/abduction/rollouts_trained"] == 0
+
+
 async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(
     pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
 ) -> None:

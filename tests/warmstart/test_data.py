@@ -53,8 +53,8 @@ def test_tasks_that_share_a_program_and_an_input_with_held_out_ones_are_dropped(
 
 def test_the_built_in_held_out_suite_is_disjoint_from_a_full_warm_start_stream() -> None:
     held_out = load_suite("heldout")
-    assert len({t.id for t in held_out}) == 60
-    assert {t.type: sum(u.type is t.type for u in held_out) for t in held_out} == dict.fromkeys(TaskType, 20)
+    assert len({t.id for t in held_out}) == 300
+    assert {t.type: sum(u.type is t.type for u in held_out) for t in held_out} == dict.fromkeys(TaskType, 100)
     drawn = draw_tasks(STREAM, 200, seed=0)
     overlapping = [t for t in drawn if overlap_keys([t]) & overlap_keys(held_out)]
     assert overlapping, "the families are small: the stream does meet held-out tasks, so the filter matters"

@@ -89,7 +89,9 @@ def print_report(console: Console, report: EvalReport) -> None:
     table = Table(
         title=f"{report.suite}: {report.checkpoint} (samples {report.samples}, T {report.temperature:g})"
     )
-    for column in ("type", "tasks", "invalid", "pass@1", f"pass@{report.samples}", "format errors", "tokens"):
+    # With one sample per task pass@k is pass@1: the column would repeat it.
+    pass_at_k = [f"pass@{report.samples}"] if report.samples > 1 else []
+    for column in ("type", "tasks", "invalid", "pass@1", *pass_at_k, "format errors", "tokens"):
         table.add_column(column, justify="left" if column == "type" else "right")
     for name, score in [*report.by_type.items(), ("overall", report.overall)]:
         table.add_row(
@@ -97,7 +99,7 @@ def print_report(console: Console, report: EvalReport) -> None:
             str(score.tasks),
             str(score.invalid),
             f"{score.pass_at_1:.3f}",
-            f"{score.pass_at_k:.3f}",
+            *([f"{score.pass_at_k:.3f}"] if pass_at_k else []),
             f"{score.format_error_rate:.3f}",
             f"{score.mean_response_tokens:.1f}",
         )
