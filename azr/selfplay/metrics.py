@@ -80,22 +80,24 @@ class RoundMetrics:
         if valid is not None and SOLVE_RATE in reward.parts:
             self._values[f"{prefix}/learnability"].append(reward.parts["role"])
 
-    def solve(self, task_type: TaskType, reward: Reward | NoReward, length: int) -> None:
+    def solve(
+        self, task_type: TaskType, reward: Reward | NoReward, length: int, *, rollout: bool = False
+    ) -> None:
+        """An answer of the solver; a learnability rollout trained as one (``rollout``, with
+        ``SelfPlayConfig.train_rollouts``) is only counted, so that the solver's accuracy and the response
+        length stay those of the answers to buffer tasks whether rollouts are trained or not."""
         prefix = f"solve/{task_type.value}"
+        if isinstance(reward, NoReward):
+            self._counts["rewards/dropped"] += 1
+        if rollout:
+            self._counts[f"{prefix}/rollouts_trained"] += not isinstance(reward, NoReward)
+            return
         self._counts[f"{prefix}/count"] += 1
         self._values["response/length"].append(length)
         if isinstance(reward, NoReward):
-            self._counts["rewards/dropped"] += 1
             return
         self._values[f"{prefix}/reward"].append(reward.value)
         self._counts[f"{prefix}/correct"] += reward.parts.get("role", 0.0) == 1.0
-
-    def rollout_solve(self, task_type: TaskType, reward: Reward | NoReward) -> None:
-        """A learnability rollout trained as a solver answer (``SelfPlayConfig.train_rollouts``)."""
-        if isinstance(reward, NoReward):
-            self._counts["rewards/dropped"] += 1
-            return
-        self._counts[f"solve/{task_type.value}/rollouts_trained"] += 1
 
     def buffer_sizes(self, sizes: Mapping[TaskType, int]) -> None:
         for task_type, size in sizes.items():

@@ -303,21 +303,10 @@ class SelfPlayRound:
                 reward=reward,
                 task_id=task_id,
             )
-        for s in solves:
+        trained_rollouts = self._rollout_solves(proposals) if self.config.train_rollouts else []
+        for s, is_rollout in [(s, False) for s in solves] + [(s, True) for s in trained_rollouts]:
             reward = s.reward = solver_reward(s.parsed, s.judgement)
-            metrics.solve(s.task.type, reward, len(s.completion.token_ids))
-            out += self._experience(
-                step=step,
-                policy_version=policy_version,
-                role=Role.SOLVE,
-                task_type=s.task.type,
-                response=s,
-                reward=reward,
-                task_id=s.task.id,
-            )
-        for s in self._rollout_solves(proposals) if self.config.train_rollouts else []:
-            reward = s.reward = solver_reward(s.parsed, s.judgement)
-            metrics.rollout_solve(s.task.type, reward)
+            metrics.solve(s.task.type, reward, len(s.completion.token_ids), rollout=is_rollout)
             out += self._experience(
                 step=step,
                 policy_version=policy_version,
