@@ -11,6 +11,10 @@ Built-in suites:
   accuracy near one half is 11, larger than the gains to be measured.
 - ``zero-seed``: the zero-seed triplet of every task type (the identity program), a sanity check.
 
+``without_messages`` turns any suite into its ablation without the induction messages (``azr eval
+--without-messages``): what a solver then gets right it inferred from the input/output pairs alone, so the
+two scores tell how much of its induction accuracy the message carries.
+
 Files (``--tasks FILE.jsonl``) hold one JSON object per line: an executor job (its ``task`` object is
 read, as ``azr executor run`` takes it) or a bare task object. Outputs in a file are ignored: the gold
 answers are what the executor computes.
@@ -19,6 +23,8 @@ answers are what the executor computes.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -56,6 +62,11 @@ def parse_task_lines(text: str, *, source: str) -> list[Task]:
     if not tasks:
         raise ValueError(f"{source} holds no task")
     return tasks
+
+
+def without_messages(tasks: Sequence[Task]) -> list[Task]:
+    """``tasks`` with every induction message removed: the solver prompt then has no message block."""
+    return [replace(t, message="") if t.type is TaskType.INDUCTION else t for t in tasks]
 
 
 def task_line(task: Task) -> str:

@@ -13,10 +13,11 @@ from azr.core.task import Task, TaskType, zero_seed
 from azr.eval.generation import Response
 from azr.eval.runner import evaluate_checkpoint, model_directory
 from azr.eval.scoring import EvalReport, evaluate, pass_at_k
-from azr.eval.suites import load_suite, parse_task_lines, task_line
+from azr.eval.suites import load_suite, parse_task_lines, task_line, without_messages
 from azr.executor.pool import ExecutorPool
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
+from azr.solver.prompts import solver_prompt
 from azr.warmstart.examples import solve_completion
 
 CONFIG = RolesConfig()
@@ -97,6 +98,20 @@ def test_suite_files_take_jobs_or_bare_tasks_and_ignore_their_outputs() -> None:
     assert tasks[0].id == seed.id
     with pytest.raises(ValueError, match=r"t.jsonl:1"):
         parse_task_lines('{"nothing": 1}', source="t.jsonl")
+
+
+def test_without_messages_drops_only_the_induction_messages_from_the_prompts() -> None:
+    suite = load_suite("heldout")
+    ablated = without_messages(suite)
+    assert [(t.type, t.program, t.inputs) for t in ablated] == [(t.type, t.program, t.inputs) for t in suite]
+    for original, task in zip(suite, ablated, strict=True):
+        if task.type is TaskType.INDUCTION:
+            assert original.message and not task.message
+            shown = original.with_outputs(original.inputs)  # any outputs will do for the prompt's layout
+            assert f"```message\n{original.message}" in solver_prompt(shown, CONFIG).body
+            assert "```message" not in solver_prompt(task.with_outputs(task.inputs), CONFIG).body
+        else:
+            assert task == original
 
 
 def test_model_directory_finds_the_newest_checkpoint_of_a_run(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
     azr eval --checkpoint ~/.cache/azr/models/tiny-warm --suite heldout
     azr eval --checkpoint runs/tiny-20261203-1500 --suite heldout --samples 4 --temperature 1.0
     azr eval --checkpoint runs/a/checkpoints/step-00000020 --tasks my_suite.jsonl --out scores.json
+    azr eval --checkpoint runs/a --suite heldout --without-messages   # induction from the pairs alone
 
 ``--checkpoint`` takes a model directory, a training checkpoint or a run directory (its newest
 checkpoint). ``--tasks`` lines are executor jobs (as ``azr executor run`` takes them) or bare tasks; their
@@ -23,7 +24,7 @@ from rich.table import Table
 
 from azr.eval.runner import evaluate_checkpoint, model_directory
 from azr.eval.scoring import EvalReport
-from azr.eval.suites import BUILT_IN, load_suite, load_tasks_file
+from azr.eval.suites import BUILT_IN, load_suite, load_tasks_file, without_messages
 from azr.executor.pool import PoolConfig
 from azr.services.settings import PRESETS, parse_overrides, resolve
 
@@ -40,6 +41,12 @@ def eval_command(
     max_new_tokens: Annotated[int | None, typer.Option(min=1, help="Default: the preset's rollout.")] = None,
     preset: Annotated[str, typer.Option(help=f"Prompt settings of: {', '.join(PRESETS)}.")] = "tiny",
     seed: Annotated[int, typer.Option(min=0, help="Seeds sampling.")] = 0,
+    without_messages_: Annotated[
+        bool,
+        typer.Option(
+            "--without-messages", help="Drop induction messages: score inferring f from the pairs alone."
+        ),
+    ] = False,
     out: Annotated[Path | None, typer.Option(help="JSON report path (default: eval-<suite>.json).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a run setting: KEY.PATH=VALUE (repeatable).")
@@ -55,6 +62,8 @@ def eval_command(
         settings = resolve(preset, parse_overrides(set_ or []))
         name = suite if suite is not None else Path(str(tasks)).stem
         task_list = load_suite(suite) if suite is not None else load_tasks_file(Path(str(tasks)))
+        if without_messages_:
+            task_list, name = without_messages(task_list), f"{name}-without-messages"
         model_directory(checkpoint)
         if t == 0 and samples > 1:
             raise ValueError("greedy decoding gives one response per task: pass --temperature above 0")
