@@ -75,6 +75,10 @@ class Task:
     def with_outputs(self, outputs: tuple[str, ...]) -> Task:
         return replace(self, outputs=outputs)
 
+    def without_message(self) -> Task:
+        """The same task with no message: an induction solver prompt then has no message block."""
+        return replace(self, message="")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

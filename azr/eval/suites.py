@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def parse_task_lines(text: str, *, source: str) -> list[Task]:
 
 def without_messages(tasks: Sequence[Task]) -> list[Task]:
     """``tasks`` with every induction message removed: the solver prompt then has no message block."""
-    return [replace(t, message="") if t.type is TaskType.INDUCTION else t for t in tasks]
+    return [t.without_message() if t.type is TaskType.INDUCTION else t for t in tasks]
 
 
 def task_line(task: Task) -> str:

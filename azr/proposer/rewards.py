@@ -22,6 +22,14 @@ The ablation (``RolesConfig.propose_reward = "constant"``): every valid proposal
 are unchanged, so a run with it differs from the paper's only in what the proposer is pushed toward beyond
 validity; ``rollouts_needed`` tells the round how many rollouts to sample.
 
+The message check (``RolesConfig.induction_message_check``, off as in the paper): an induction proposal's
+message is a hint, and a wrong hint makes a task harder, which learnability pays for. With the check, n
+more rollouts answer the task with its message removed; a message is misleading when the solve rate with it
+is below the rate without it, and then the proposal earns 0 instead of its learnability (the task is still
+valid: it joins its buffer without the message). A misleading message is not a broken or invalid proposal,
+and with n rollouts a neutral message loses the comparison by chance, so it withholds the reward rather
+than penalise.
+
 Departures: rollouts the executor could not judge (``unjudged``) are left out of the rate rather than
 counted as failures. A rate needs at least ``min_judged_fraction`` of the n rollouts judged (half by
 default): with fewer there is no reward (``NoReward``, with ``rollouts_judged`` for counting), as for any
@@ -45,6 +53,10 @@ from azr.roles.shaping import Assessment, Broken, NoReward, Passable, Rejected, 
 
 SOLVE_RATE = "solve_rate"
 """The reward part that holds a proposal's measured solve rate; only learnability rewards carry it."""
+SOLVE_RATE_WITHOUT_MESSAGE = "solve_rate_without_message"
+"""The reward part that holds an induction proposal's solve rate with its message removed (message check)."""
+MISLEADING_MESSAGE = "misleading_message"
+"""The reward part that is 1.0 when the message check found the message misleading, else 0.0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +95,16 @@ def assess_proposal(
     validation: Validation | None,
     rollouts: LearnabilityRollouts | None,
     config: RolesConfig,
+    *,
+    without_message: LearnabilityRollouts | None = None,
 ) -> Assessment:
     """Which shaping case a proposal is in.
 
     ``validation`` is the executor's verdict on the parsed task and ``rollouts`` the solver's attempts at the
     validated task; the verdict is needed for a well-formed proposal, and the rollouts when it is valid and
-    rewarded by learnability (never with the constant reward, which takes none).
+    rewarded by learnability (never with the constant reward, which takes none). ``without_message`` are the
+    attempts at the task with its message removed, needed for a valid induction proposal under the message
+    check (``checks_message``) and refused otherwise.
     """
     if isinstance(parsed, FormatFailure):
         return Broken(parsed)
@@ -104,17 +120,50 @@ def assess_proposal(
         return Rejected(validation.error)
     if validation.outputs is None or len(validation.outputs) != len(parsed.inputs):
         raise ValueError("a valid proposal has exactly one gold output per input")
+    if (without_message is not None) != checks_message(parsed.type, config):
+        raise ValueError(
+            "rollouts without the message come with a valid induction proposal under the message check, "
+            "and only then"
+        )
     if config.propose_reward == "constant":
         if rollouts is not None:
             raise ValueError("the constant propose reward takes no learnability rollouts; do not sample them")
         return Passable(config.constant_propose_reward)
-    return _learnability_assessment(rollouts, config)
+    return _learnability_assessment(rollouts, without_message, config)
 
 
-def _learnability_assessment(rollouts: LearnabilityRollouts | None, config: RolesConfig) -> Assessment:
+def _learnability_assessment(
+    rollouts: LearnabilityRollouts | None, without_message: LearnabilityRollouts | None, config: RolesConfig
+) -> Assessment:
     """r_propose of a valid proposal from its rollouts, or no reward when too few of them were judged."""
     if rollouts is None:
         raise ValueError("a valid proposal is rewarded after its learnability rollouts")
+    rate = _judged_rate(rollouts, config)
+    if isinstance(rate, Unjudged):
+        return rate
+    judged = sum(o is not SolveOutcome.UNJUDGED for o in rollouts.outcomes)
+    assessment = Passable(learnability(rate), details={SOLVE_RATE: rate, "rollouts_judged": float(judged)})
+    return assessment if without_message is None else _message_assessment(assessment, without_message, config)
+
+
+def _message_assessment(
+    with_message: Passable, without_message: LearnabilityRollouts, config: RolesConfig
+) -> Assessment:
+    """The learnability assessment of an induction proposal, withheld (0) when its message misleads."""
+    rate_without = _judged_rate(without_message, config)
+    if isinstance(rate_without, Unjudged):
+        return rate_without
+    misleading = with_message.details[SOLVE_RATE] < rate_without
+    details = {
+        **with_message.details,
+        SOLVE_RATE_WITHOUT_MESSAGE: rate_without,
+        MISLEADING_MESSAGE: float(misleading),
+    }
+    return Passable(0.0 if misleading else with_message.role_reward, details=details)
+
+
+def _judged_rate(rollouts: LearnabilityRollouts, config: RolesConfig) -> float | Unjudged:
+    """The solve rate of n rollouts, or ``Unjudged`` when too few of them were judged."""
     if len(rollouts.outcomes) != config.n_learnability_rollouts:
         raise ValueError(
             f"got {len(rollouts.outcomes)} learnability rollouts, config says n_learnability_rollouts="
@@ -127,7 +176,12 @@ def _learnability_assessment(rollouts: LearnabilityRollouts | None, config: Role
         n = config.n_learnability_rollouts
         message = f"{judged} of {n} learnability rollouts judged, at least {needed} needed for a solve rate"
         return Unjudged(ExecError(ErrorCode.INFRA_ERROR, message), {"rollouts_judged": float(judged)})
-    return Passable(learnability(rate), details={SOLVE_RATE: rate, "rollouts_judged": float(judged)})
+    return rate
+
+
+def checks_message(task_type: TaskType, config: RolesConfig) -> bool:
+    """Whether valid proposals of ``task_type`` are also rolled out with their message removed."""
+    return task_type is TaskType.INDUCTION and config.induction_message_check
 
 
 def rollouts_needed(config: RolesConfig) -> int:
@@ -145,6 +199,9 @@ def proposer_reward(
     validation: Validation | None,
     rollouts: LearnabilityRollouts | None,
     config: RolesConfig,
+    *,
+    without_message: LearnabilityRollouts | None = None,
 ) -> Reward | NoReward:
     """The shaped reward of one proposal (see ``assess_proposal`` for what each argument must be)."""
-    return shape(assess_proposal(parsed, validation, rollouts, config), Role.PROPOSE)
+    assessment = assess_proposal(parsed, validation, rollouts, config, without_message=without_message)
+    return shape(assessment, Role.PROPOSE)

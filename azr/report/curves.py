@@ -49,6 +49,11 @@ CHARTS = (
     ),
     Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",), fraction=True),
     Chart("learnability", "learnability reward (mean)", ("propose/{type}/learnability_mean",)),
+    Chart(
+        "message_gain",
+        "induction: solve rate with the message minus without it",
+        ("propose/induction/message_gain_mean",),
+    ),
     Chart("reward", "reward (mean)", ("solve/{type}/reward_mean", "propose/{type}/reward_mean")),
     Chart("entropy", "policy entropy", ("train/entropy",)),
     Chart("response_length", "response length (tokens)", ("response/length_mean",)),

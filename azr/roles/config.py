@@ -75,6 +75,13 @@ class RolesConfig(BaseModel):
         default=8,
         description="n: solver rollouts per valid proposal that estimate its solve rate (paper: 8).",
     )
+    induction_message_check: bool = Field(
+        default=False,
+        description="Also roll out each valid induction proposal n times with its message removed; a message "
+        "under which the solver does worse than without it is misleading, and its proposal earns 0 instead "
+        "of its learnability (the task joins its buffer without the message). Off as in the paper, where a "
+        "wrong message makes a task harder and so earns more.",
+    )
     min_judged_fraction: float = Field(
         default=0.5,
         gt=0,
@@ -138,6 +145,11 @@ class RolesConfig(BaseModel):
             raise ValueError(
                 "n_learnability_rollouts must be at least 2, or the solve rate is always 0 or 1 and the "
                 "learnability reward always 0"
+            )
+        if self.induction_message_check and self.propose_reward != "learnability":
+            raise ValueError(
+                "induction_message_check compares learnability rollouts with and without the message; the "
+                "constant propose reward samples none: turn one of them off"
             )
         if not 2 <= self.min_induction_inputs <= self.max_induction_inputs:
             raise ValueError(

@@ -4,7 +4,10 @@ Every key is present every step (zero when nothing happened), so a chart or a ``
 meets a missing series: per task type ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,
 complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean,rollouts_trained}`` (the last counts the
 learnability rollouts trained as solver answers with ``train_rollouts``; they are not in the accuracy),
-``buffer/<type>/size``; one ``executor/errors/<class>`` per executor error class; ``rewards/dropped``
+``buffer/<type>/size``; in a run with the induction message check (and only there)
+``propose/induction/{misleading_rate,message_gain_mean}`` (the share of checked valid proposals whose
+message misleads, and their mean solve rate with the message minus without it; 0 when none was checked);
+one ``executor/errors/<class>`` per executor error class; ``rewards/dropped``
 (responses the executor could not judge); ``response/length_mean`` in tokens;
 ``perf/{generate,execute,store}_s`` (generation split into ``perf/generate_propose_s`` and
 ``perf/generate_solve_s``, the learnability rollouts and answers).
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 
 from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode
-from azr.proposer.rewards import SOLVE_RATE
+from azr.proposer.rewards import MISLEADING_MESSAGE, SOLVE_RATE, SOLVE_RATE_WITHOUT_MESSAGE
 from azr.roles.errors import FormatFailure
 from azr.roles.shaping import NoReward, Reward
 
@@ -44,7 +47,8 @@ def _mean(values: list[float]) -> float:
 class RoundMetrics:
     """Accumulates one round's numbers; ``finish`` returns them as a flat, namespaced dict."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, message_check: bool = False) -> None:
+        self.message_check = message_check
         self._counts: dict[str, float] = defaultdict(float)
         self._values: dict[str, list[float]] = defaultdict(list)
         self._gauges: dict[str, float] = {}
@@ -79,6 +83,10 @@ class RoundMetrics:
         self._values[f"{prefix}/reward"].append(reward.value)
         if valid is not None and SOLVE_RATE in reward.parts:
             self._values[f"{prefix}/learnability"].append(reward.parts["role"])
+        if MISLEADING_MESSAGE in reward.parts:
+            self._values[f"{prefix}/misleading"].append(reward.parts[MISLEADING_MESSAGE])
+            gain = reward.parts[SOLVE_RATE] - reward.parts[SOLVE_RATE_WITHOUT_MESSAGE]
+            self._values[f"{prefix}/message_gain"].append(gain)
 
     def solve(
         self, task_type: TaskType, reward: Reward | NoReward, length: int, *, rollout: bool = False
@@ -120,6 +128,12 @@ class RoundMetrics:
                 f"{s}/reward_mean": _mean(v[f"{s}/reward"]),
                 f"{s}/rollouts_trained": c[f"{s}/rollouts_trained"],
                 f"buffer/{t.value}/size": self._gauges.get(f"buffer/{t.value}/size", 0.0),
+            }
+        if self.message_check:
+            induction = f"propose/{TaskType.INDUCTION.value}"
+            out |= {
+                f"{induction}/misleading_rate": _mean(v[f"{induction}/misleading"]),
+                f"{induction}/message_gain_mean": _mean(v[f"{induction}/message_gain"]),
             }
         out |= {f"executor/errors/{code.value}": c[f"executor/errors/{code.value}"] for code in ErrorCode}
         out |= {

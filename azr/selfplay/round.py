@@ -8,10 +8,14 @@ For every task type t in (deduction, abduction, induction):
    t's buffer;
 3. learnability: n solver rollouts per valid proposal, at the training temperature, checked by the
    executor: r_propose = 1 - solve rate when 0 < rate < 1, else 0 (none with the constant propose
-   reward, the ablation, where every valid proposal gets the same r_propose);
+   reward, the ablation, where every valid proposal gets the same r_propose); with the message check, n
+   more rollouts per valid induction proposal answer it with its message removed;
 4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
 5. shape every response's reward and turn it into an experience for the trainer; with
    ``train_rollouts`` the learnability rollouts become solver experiences too.
+
+With the message check, an induction task joins its buffer at the end of the round, once its rollouts
+have shown whether its message misleads (then it joins without it); it is solved from the next round on.
 
 The learnability rollouts and the solver answers are sampled in one generate call (both are solver
 prompts). A response the executor could not judge (``infra_error``) gets no reward and no experience; it
@@ -34,7 +38,13 @@ from azr.executor.jobs import Judgement, Validation
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.references import choose_induction_source, choose_references, fit_references
-from azr.proposer.rewards import LearnabilityRollouts, proposer_reward, rollouts_needed
+from azr.proposer.rewards import (
+    MISLEADING_MESSAGE,
+    LearnabilityRollouts,
+    checks_message,
+    proposer_reward,
+    rollouts_needed,
+)
 from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatError, FormatFailure
 from azr.roles.shaping import NoReward, Reward
@@ -52,6 +62,16 @@ PROGRAM_TYPES = (TaskType.DEDUCTION, TaskType.ABDUCTION)
 
 
 @dataclass(slots=True)
+class Rollouts:
+    """n solver answers to one solver prompt of a proposed task, at the training temperature, judged."""
+
+    task: Task
+    prompt_ids: list[int]
+    completions: list[Completion] = field(default_factory=list)
+    judgements: list[Judgement | None] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class Proposal:
     """One proposer response and what became of it."""
 
@@ -60,10 +80,10 @@ class Proposal:
     completion: Completion
     parsed: Task | FormatFailure
     validation: Validation | None = None
-    rollout_prompt_ids: list[int] = field(default_factory=list)
-    """The solver prompt the learnability rollouts answered."""
-    rollouts: list[Completion] = field(default_factory=list)
-    rollout_judgements: list[Judgement | None] = field(default_factory=list)
+    rollouts: Rollouts | None = None
+    """The learnability rollouts: answers to the valid task."""
+    without_message: Rollouts | None = None
+    """With the message check, answers to the valid induction task with its message removed."""
     reward: Reward | NoReward | None = None
 
     @property
@@ -73,6 +93,18 @@ class Proposal:
         if isinstance(self.parsed, Task) and v is not None and v.error is None and v.outputs is not None:
             return self.parsed.with_outputs(tuple(v.outputs))
         return None
+
+    @property
+    def buffered_task(self) -> Task | None:
+        """The valid task as it joins its buffer: without its message when the message check found it
+        misleading."""
+        task = self.valid_task
+        if task is not None and isinstance(self.reward, Reward) and self.reward.parts.get(MISLEADING_MESSAGE):
+            return task.without_message()
+        return task
+
+    def rollout_sets(self) -> list[Rollouts]:
+        return [r for r in (self.rollouts, self.without_message) if r is not None]
 
 
 @dataclass(slots=True)
@@ -125,16 +157,21 @@ class SelfPlayRound:
     # -- the round --------------------------------------------------------------------------------------
 
     async def run(self, step: int, policy_version: int) -> RoundResult:
-        metrics = RoundMetrics()
+        metrics = RoundMetrics(message_check=self.roles.induction_message_check)
         proposals = await self.propose(step, metrics)
         await self.validate(proposals, metrics)
-        new_tasks = [t for p in proposals if (t := p.valid_task) is not None]
+        # Under the message check an induction task joins its buffer once its rollouts judged the message.
+        waits = [checks_message(p.request.type, self.roles) for p in proposals]
+        new_tasks = [t for p, w in zip(proposals, waits, strict=True) if not w and (t := p.valid_task)]
         start = time.perf_counter()
         self.store.add(new_tasks)
         metrics.time("store_s", start)
         solves = await self._rollouts_and_solves(proposals, metrics)
         experiences = self._experiences(step, policy_version, proposals, solves, metrics)
+        late_tasks = [t for p, w in zip(proposals, waits, strict=True) if w and (t := p.buffered_task)]
+        new_tasks += late_tasks
         start = time.perf_counter()
+        self.store.add(late_tasks)
         self.sink.add(experiences)
         metrics.time("store_s", start)
         metrics.buffer_sizes(self.store.sizes())
@@ -211,8 +248,16 @@ class SelfPlayRound:
     async def _rollouts_and_solves(self, proposals: Sequence[Proposal], metrics: RoundMetrics) -> list[Solve]:
         """Learnability rollouts for valid proposals and answers for buffer tasks, in one generate call."""
         n = rollouts_needed(self.roles)
-        learn = [(p, t) for p in proposals if n and (t := p.valid_task) is not None]
-        learn_prompts = [self._solver_ids(t) for _, t in learn]
+        for p in proposals:
+            task = p.valid_task
+            if not n or task is None or (ids := self._solver_ids(task)) is None:
+                continue
+            p.rollouts = Rollouts(task, ids)
+            if checks_message(task.type, self.roles):
+                # Without its message the prompt is shorter than one that fits, so it fits too.
+                bare = task.without_message()
+                p.without_message = Rollouts(bare, self.render(solver_prompt(bare, self.roles)))
+        rollout_sets = [r for p in proposals for r in p.rollout_sets()]
         solve_tasks: list[tuple[Task, list[int]]] = []
         for task_type in TaskType:
             for task in self.store.solver_batch(task_type, self.config.batch_size):
@@ -221,10 +266,9 @@ class SelfPlayRound:
                     metrics.count(f"solve/{task_type.value}/no_prompt")
                     continue
                 solve_tasks.append((task, ids))
-        fitting = [(p, t, ids) for (p, t), ids in zip(learn, learn_prompts, strict=True) if ids is not None]
         start = time.perf_counter()
         learn_out, solve_out = await asyncio.gather(
-            self.generator.generate([ids for _, _, ids in fitting], n),
+            self.generator.generate([r.prompt_ids for r in rollout_sets], n),
             self.generator.generate([ids for _, ids in solve_tasks], 1),
         )
         metrics.time("generate_solve_s", start)
@@ -232,32 +276,24 @@ class SelfPlayRound:
             Solve(task, ids, completion, self._parse_answer(task, completion))
             for (task, ids), (completion,) in zip(solve_tasks, solve_out, strict=True)
         ]
-        for (proposal, _, ids), rollouts in zip(fitting, learn_out, strict=True):
-            proposal.rollout_prompt_ids = ids
-            proposal.rollouts = list(rollouts)
-        await self._check_all(fitting, solves, metrics)
+        for rollouts, completions in zip(rollout_sets, learn_out, strict=True):
+            rollouts.completions = list(completions)
+        await self._check_all(rollout_sets, solves, metrics)
         return solves
 
     async def _check_all(
-        self,
-        fitting: Sequence[tuple[Proposal, Task, list[int]]],
-        solves: Sequence[Solve],
-        metrics: RoundMetrics,
+        self, rollout_sets: Sequence[Rollouts], solves: Sequence[Solve], metrics: RoundMetrics
     ) -> None:
         """Every learnability rollout and every answer through the executor, concurrently."""
-        rollout_jobs = [
-            (proposal, task, self._parse_answer(task, c))
-            for proposal, task, _ in fitting
-            for c in proposal.rollouts
-        ]
+        rollout_jobs = [(r, self._parse_answer(r.task, c)) for r in rollout_sets for c in r.completions]
         start = time.perf_counter()
         judgements = await asyncio.gather(
-            *(self._check(task, parsed) for _, task, parsed in rollout_jobs),
+            *(self._check(r.task, parsed) for r, parsed in rollout_jobs),
             *(self._check(s.task, s.parsed) for s in solves),
         )
         metrics.time("execute_s", start)
-        for (proposal, _, _), judgement in zip(rollout_jobs, judgements[: len(rollout_jobs)], strict=True):
-            proposal.rollout_judgements.append(judgement)
+        for (rollouts, _), judgement in zip(rollout_jobs, judgements[: len(rollout_jobs)], strict=True):
+            rollouts.judgements.append(judgement)
         for solve, judgement in zip(solves, judgements[len(rollout_jobs) :], strict=True):
             solve.judgement = judgement
         for judgement in judgements:
@@ -290,8 +326,13 @@ class SelfPlayRound:
     ) -> list[Experience]:
         out: list[Experience] = []
         for p in proposals:
-            rollouts = self._learnability(p)
-            reward = p.reward = proposer_reward(p.parsed, p.validation, rollouts, self.roles)
+            reward = p.reward = proposer_reward(
+                p.parsed,
+                p.validation,
+                self._learnability(p.rollouts),
+                self.roles,
+                without_message=self._learnability(p.without_message),
+            )
             metrics.proposal(p.request.type, p.parsed, p.valid_task, reward, len(p.completion.token_ids))
             task_id = p.parsed.id if isinstance(p.parsed, Task) else ""
             out += self._experience(
@@ -319,24 +360,21 @@ class SelfPlayRound:
         return out
 
     def _rollout_solves(self, proposals: Sequence[Proposal]) -> list[Solve]:
-        """The learnability rollouts of the valid proposals, as answers of the solver."""
-        out = []
-        for p in proposals:
-            task = p.valid_task
-            if task is None:
-                continue
-            for completion, judgement in zip(p.rollouts, p.rollout_judgements, strict=True):
-                parsed = self._parse_answer(task, completion)
-                out.append(Solve(task, p.rollout_prompt_ids, completion, parsed, judgement))
-        return out
+        """The learnability rollouts of the valid proposals (with the message check, those without the
+        message too: answers to a valid task all the same), as answers of the solver."""
+        return [
+            Solve(r.task, r.prompt_ids, completion, self._parse_answer(r.task, completion), judgement)
+            for p in proposals
+            for r in p.rollout_sets()
+            for completion, judgement in zip(r.completions, r.judgements, strict=True)
+        ]
 
-    def _learnability(self, p: Proposal) -> LearnabilityRollouts | None:
-        task = p.valid_task
-        if task is None or not p.rollouts:
+    def _learnability(self, rollouts: Rollouts | None) -> LearnabilityRollouts | None:
+        if rollouts is None:
             return None
         outcomes = tuple(
-            solve_outcome(self._parse_answer(task, c), j)
-            for c, j in zip(p.rollouts, p.rollout_judgements, strict=True)
+            solve_outcome(self._parse_answer(rollouts.task, c), j)
+            for c, j in zip(rollouts.completions, rollouts.judgements, strict=True)
         )
         return LearnabilityRollouts(outcomes=outcomes, temperature=self.temperature)
 
@@ -423,14 +461,15 @@ def _reward_fields(reward: Reward | NoReward | None) -> dict[str, object]:
 
 def _uses(proposals: Sequence[Proposal], solves: Sequence[Solve]) -> Counter[tuple[str, TaskUse]]:
     """What each task was used for this round: shown as a reference, drawn to solve, answered (judged),
-    answered correctly (learnability rollouts count as answers to the new task)."""
+    answered correctly (learnability rollouts count as answers to the new task, as it joins its buffer)."""
     uses: Counter[tuple[str, TaskUse]] = Counter()
     for p in proposals:
         uses.update((ref.id, TaskUse.REFERENCE) for ref in p.request.references)
-        task = p.valid_task
-        if task is not None:
-            for judgement in p.rollout_judgements:
-                _count_answer(uses, task.id, judgement)
+        task = p.buffered_task
+        for rollouts in p.rollout_sets():
+            if task is not None and rollouts.task.id == task.id:
+                for judgement in rollouts.judgements:
+                    _count_answer(uses, task.id, judgement)
     for s in solves:
         uses[s.task.id, TaskUse.SOLVE] += 1
         _count_answer(uses, s.task.id, s.judgement)

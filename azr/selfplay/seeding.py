@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from azr.core.task import TaskType
+from azr.core.task import Task, TaskType
+from azr.proposer.rewards import checks_message
+from azr.roles.config import RolesConfig
 from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.metrics import RoundMetrics
 from azr.selfplay.round import SelfPlayRound
@@ -38,7 +40,7 @@ async def seed_buffers(round_: SelfPlayRound, config: SelfPlayConfig) -> Seeding
         metrics = RoundMetrics()
         proposals = await round_.propose(step=0, metrics=metrics)
         await round_.validate(proposals, metrics)
-        added += round_.store.add([t for p in proposals if (t := p.valid_task) is not None])
+        added += round_.store.add([_seeded(t, round_.roles) for p in proposals if (t := p.valid_task)])
         proposed += len(proposals)
         rounds += 1
         sizes = dict(round_.store.sizes())
@@ -53,6 +55,12 @@ async def seed_buffers(round_: SelfPlayRound, config: SelfPlayConfig) -> Seeding
             _show(sizes),
         )
     return SeedingReport(rounds=rounds, proposed=proposed, added=added, sizes=sizes, reached_target=reached)
+
+
+def _seeded(task: Task, roles: RolesConfig) -> Task:
+    """A seeded task as it joins its buffer. Under the message check an induction message enters a buffer
+    only once rollouts have shown it does not mislead; seeding samples none, so the task enters without it."""
+    return task.without_message() if checks_message(task.type, roles) else task
 
 
 def _show(sizes: dict[TaskType, int]) -> str:

@@ -40,6 +40,10 @@ class AlgoConfig(BaseModel):
     """Whitening statistics over responses ("sequence", the paper) or tokens ("token", the reference code)."""
     eps: float = Field(default=1e-6, gt=0.0)
     """Added to the standard deviation when whitening."""
+    advantage_floor: float | None = Field(default=None, le=0.0)
+    """Advantages below it are raised to it. 0: only responses better than their group's baseline are
+    reinforced and none is pushed down (filtered imitation of the policy's own successes), which moves a
+    small model less far from what it can already do; None (the paper): no floor."""
     loss: LossConfig = LossConfig()
     """PPO clip, entropy bonus and KL settings."""
 
@@ -107,4 +111,7 @@ def compute_advantages(
             raise ValueError("the config puts the KL in the reward (kl_in='reward'): pass kl=, (N, T)")
         token_rewards = outcome_token_rewards(rewards, response_mask)  # (N, T)
         rewards = apply_kl_penalty(token_rewards, kl * response_mask, cfg.loss.kl_coef)  # (N, T)
-    return REGISTRY[cfg.estimator](cfg, rewards, response_mask, groups or ())
+    advantages = REGISTRY[cfg.estimator](cfg, rewards, response_mask, groups or ())  # (N, T)
+    if cfg.advantage_floor is None:
+        return advantages
+    return advantages.clamp(min=cfg.advantage_floor)  # padding's 0 is above any floor, so it stays 0

@@ -8,6 +8,9 @@ from azr.core.task import Task, TaskType
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Validation
 from azr.proposer.rewards import (
+    MISLEADING_MESSAGE,
+    SOLVE_RATE,
+    SOLVE_RATE_WITHOUT_MESSAGE,
     LearnabilityRollouts,
     learnability,
     proposer_reward,
@@ -163,3 +166,65 @@ def test_missing_inputs_of_the_reward_are_caller_bugs() -> None:
         proposer_reward(PROPOSAL, VALID, None, CONFIG)
     with pytest.raises(ValueError, match="one gold output per input"):
         proposer_reward(PROPOSAL, Validation(("1", "2"), None), rollouts(*[S] * 8), CONFIG)
+
+
+CHECKED = RolesConfig(induction_message_check=True, n_learnability_rollouts=4)
+INDUCTION = Task(
+    TaskType.INDUCTION, "def f(x):\n    return x - 9", tuple(map(str, range(10))), message="negates x"
+)
+INDUCTION_VALID = Validation(tuple(str(i - 9) for i in range(10)), None)
+
+
+@pytest.mark.parametrize(
+    ("with_message", "without_message", "value", "misleading"),
+    [
+        ((S, U, U, U), (S, S, U, U), 0.0, True),  # 1/4 < 2/4: withheld, although learnability is 0.75
+        ((S, S, U, U), (S, U, U, U), 0.5, False),  # the message helps: its learnability
+        ((S, S, U, U), (S, U, S, U), 0.5, False),  # no worse than without it: its learnability
+        ((U, U, U, U), (S, U, U, U), 0.0, True),  # misleading and unsolved: 0 either way
+    ],
+    ids=["misleads", "helps", "neutral", "misleads, unsolved"],
+)
+def test_a_misleading_induction_message_earns_nothing(
+    with_message: tuple[SolveOutcome, ...],
+    without_message: tuple[SolveOutcome, ...],
+    value: float,
+    misleading: bool,
+) -> None:
+    result = proposer_reward(
+        INDUCTION,
+        INDUCTION_VALID,
+        rollouts(*with_message),
+        CHECKED,
+        without_message=rollouts(*without_message),
+    )
+    assert isinstance(result, Reward)
+    assert (result.value, result.grade) == (value, Grade.PASSABLE), "withheld, not penalised"
+    assert result.parts[SOLVE_RATE] == solve_rate(with_message)
+    assert result.parts[SOLVE_RATE_WITHOUT_MESSAGE] == solve_rate(without_message)
+    assert result.parts[MISLEADING_MESSAGE] == float(misleading)
+
+
+def test_the_message_check_needs_judged_rollouts_without_the_message() -> None:
+    result = proposer_reward(
+        INDUCTION, INDUCTION_VALID, rollouts(S, U, U, U), CHECKED, without_message=rollouts(S, X, X, X)
+    )
+    assert isinstance(result, NoReward)
+    assert result.error.code is ErrorCode.INFRA_ERROR
+
+
+def test_rollouts_without_the_message_come_with_checked_induction_proposals_only() -> None:
+    with pytest.raises(ValueError, match="without the message"):
+        proposer_reward(INDUCTION, INDUCTION_VALID, rollouts(S, U, U, U), CHECKED)
+    unchecked = RolesConfig(n_learnability_rollouts=4)
+    with pytest.raises(ValueError, match="without the message"):
+        proposer_reward(
+            INDUCTION, INDUCTION_VALID, rollouts(S, U, U, U), unchecked, without_message=rollouts(S, U, U, U)
+        )
+    with pytest.raises(ValueError, match="without the message"):
+        proposer_reward(PROPOSAL, VALID, rollouts(S, U, U, U), CHECKED, without_message=rollouts(S, U, U, U))
+
+
+def test_the_message_check_needs_the_learnability_reward() -> None:
+    with pytest.raises(ValueError, match="constant propose reward samples none"):
+        RolesConfig(induction_message_check=True, propose_reward="constant")

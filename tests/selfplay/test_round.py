@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 from transformers import PreTrainedTokenizerBase
 
-from azr.core.task import Role, Task, TaskType, TaskUse, zero_seed
+from azr.core.task import Origin, Role, Task, TaskType, TaskUse, zero_seed
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobResult, Judgement, Validation
 from azr.executor.pool import ExecutorPool
+from azr.proposer.rewards import MISLEADING_MESSAGE, SOLVE_RATE, SOLVE_RATE_WITHOUT_MESSAGE
 from azr.roles.config import RolesConfig
 from azr.rollout.config import RolloutConfig
 from azr.rollout.hf import HFSampler
+from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.local import SamplerGenerator
+from azr.selfplay.seeding import seed_buffers
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import Counters, task_use
 from tests.selfplay.conftest import ScriptedGenerator, make_round
@@ -185,6 +189,89 @@ async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposa
     assert buffers.sizes()[TaskType.DEDUCTION] == 1, "only the zero seed"
     assert not any(long_program in p for p in generator.prompts), "no rollout was sampled for it"
     assert result.metrics["propose/deduction/valid_rate"] == 0.0
+
+
+IDENTITY = "def f(x):\n    return x"
+MESSAGE = "f adds one to its argument."
+
+
+def message_policy(*, without_message_solves: bool) -> Callable[[str, int], list[str]]:
+    """A policy whose only valid proposal is an induction task (the zero seed's identity on 1..10, with
+    MESSAGE); the solver answers it right in one of two rollouts with the message, and in both or in
+    neither without it. Every other induction answer (the zero seed's, which has its own message) is
+    right, and every other proposal is broken."""
+
+    def policy(prompt: str, n: int) -> list[str]:
+        if "write inputs and a message" in prompt:
+            inputs = "\n".join(f"```input\n{i}\n```" for i in range(1, 11))
+            return [answer(f"{inputs}\n```message\n{MESSAGE}\n```")] * n
+        if "write the program behind some examples" in prompt:
+            right, wrong = (
+                answer(f"```python\n{IDENTITY}\n```"),
+                answer("```python\ndef f(x):\n    return 0\n```"),
+            )
+            if MESSAGE in prompt:
+                return [right, wrong][:n]
+            if "```message" in prompt:
+                return [right] * n
+            return [right if without_message_solves else wrong] * n
+        return ["no answer"] * n
+
+    return policy
+
+
+@pytest.mark.parametrize("misleading", [True, False], ids=["misleading", "helpful"])
+async def test_the_message_check_withholds_the_reward_of_a_misleading_message(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase, misleading: bool
+) -> None:
+    """With the check, the induction task is also rolled out without its message. Solved more often
+    without it, the message misleads: the proposal earns 0 instead of its learnability (0.5) and the task
+    joins its buffer without the message; a helpful message is paid and kept. Either way the task joins
+    after the round's answers were drawn, so this round's induction answer is to the zero seed."""
+    generator = ScriptedGenerator(tokenizer, message_policy(without_message_solves=misleading))
+    roles = RolesConfig(n_learnability_rollouts=2, max_prompt_tokens=2048, induction_message_check=True)
+    round_, buffers, _ = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, roles=roles
+    )
+    result = await round_.run(step=0, policy_version=0)
+
+    (proposal,) = [
+        e for e in result.experiences if (e.role, e.task_type) == (Role.PROPOSE, TaskType.INDUCTION)
+    ]
+    assert proposal.reward == (0.0 if misleading else 0.5)
+    assert proposal.reward_parts[SOLVE_RATE] == 0.5
+    assert proposal.reward_parts[SOLVE_RATE_WITHOUT_MESSAGE] == (1.0 if misleading else 0.0)
+    assert proposal.reward_parts[MISLEADING_MESSAGE] == float(misleading)
+    assert (2, 2) in generator.calls, "two rollouts with the message and two without"
+
+    (new,) = result.new_tasks
+    assert new.message == ("" if misleading else MESSAGE)
+    assert (new.id == proposal.task_id) is not misleading, "the proposal names the task with its message"
+    assert new in buffers[TaskType.INDUCTION].newest(2)
+    (solved,) = [e for e in result.experiences if (e.role, e.task_type) == (Role.SOLVE, TaskType.INDUCTION)]
+    assert solved.task_id == zero_seed(TaskType.INDUCTION).id
+    uses = Counters(client, keys)
+    assert uses.get(task_use(new.id, TaskUse.SOLVE_ATTEMPTS)) == 2, "the rollouts of the task as buffered"
+
+    m = result.metrics
+    assert m["propose/induction/misleading_rate"] == float(misleading)
+    assert m["propose/induction/message_gain_mean"] == (-0.5 if misleading else 0.5)
+
+
+async def test_seeding_under_the_message_check_admits_induction_tasks_without_their_message(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Seeding samples no rollouts, so no message of it is checked, and none enters a buffer."""
+    generator = ScriptedGenerator(tokenizer, message_policy(without_message_solves=True))
+    roles = RolesConfig(n_learnability_rollouts=2, max_prompt_tokens=2048, induction_message_check=True)
+    round_, buffers, _ = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, roles=roles
+    )
+    report = await seed_buffers(round_, SelfPlayConfig(batch_size=1, seed_factor=2, max_seed_rounds=1))
+
+    assert report.added == 1
+    seeded = [t for t in buffers[TaskType.INDUCTION].newest(2) if t.origin is not Origin.ZERO_SEED]
+    assert [(t.program, t.message) for t in seeded] == [(IDENTITY, "")]
 
 
 class InfraFailingChecks:

@@ -331,7 +331,19 @@ def test_default_algorithm_is_the_papers() -> None:
     cfg = AlgoConfig()
     assert (cfg.estimator, cfg.form, cfg.loss.clip_low, cfg.loss.clip_high) == ("trr++", "sequence", 0.2, 0.2)
     assert (cfg.loss.entropy_coef, cfg.loss.kl_coef, cfg.loss.dual_clip) == (0.001, 0.0, None)
-    assert not cfg.kl_in_reward
+    assert not cfg.kl_in_reward and cfg.advantage_floor is None
+
+
+@pytest.mark.parametrize("floor", [0.0, -0.5])
+def test_the_advantage_floor_raises_only_what_is_below_it(floor: float) -> None:
+    rewards, groups, mask = random_batch(6)
+    plain = compute_advantages(AlgoConfig(), rewards, mask, role_type_groups=groups)
+    floored = compute_advantages(AlgoConfig(advantage_floor=floor), rewards, mask, role_type_groups=groups)
+    assert (plain < floor).any(), "the batch must have advantages below the floor"
+    torch.testing.assert_close(
+        floored, torch.where(plain < floor, torch.full_like(plain, floor), plain) * mask
+    )
+    assert (floored[mask == 0] == 0).all()
 
 
 def test_kl_in_the_reward_is_subtracted_before_whitening() -> None:
@@ -353,6 +365,7 @@ def test_kl_in_the_reward_is_subtracted_before_whitening() -> None:
         ({"form": "tokens"}, "form\n  Input should be 'sequence' or 'token'"),
         ({"estimator": "grpo", "form": "token"}, "set form='sequence'"),
         ({"eps": 0.0}, "eps\n  Input should be greater than 0"),
+        ({"advantage_floor": 0.5}, "advantage_floor\n  Input should be less than or equal to 0"),
         ({"loss": LossConfig(kl_coef=0.1, kl_in="reward")}, "needs token returns"),
         ({"estimator": "rloo", "loss": LossConfig(kl_coef=0.1, kl_in="reward")}, "needs token returns"),
     ],
