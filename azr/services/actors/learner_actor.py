@@ -14,6 +14,8 @@ import asyncio
 import logging
 from pathlib import Path
 
+from transformers.utils import logging as hf_logging
+
 from azr.eval.policy import PolicyEvalSettings, PolicyEvaluator
 from azr.executor.api import Executor
 from azr.selfplay.learner import Learner
@@ -48,6 +50,9 @@ class LearnerActor:
     ) -> None:
         if (evaluation is None) != (executor is None):
             raise ValueError("evaluating the policy needs both the evaluation settings and an executor")
+        # Transformers draws a progress bar for every checkpoint it writes; in this process that is one bar
+        # every few steps in the run's log, saying nothing the learner's own log lines do not.
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         client = connect(redis)
         keys = Keys(redis.prefix)
         consumer = ExperienceStream(client, keys, stream, consumer=LEARNER_CONSUMER)
