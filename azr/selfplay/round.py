@@ -68,6 +68,9 @@ class Rollouts:
     task: Task
     prompt_ids: list[int]
     completions: list[Completion] = field(default_factory=list)
+    answers: list[Answer | FormatFailure] = field(default_factory=list)
+    """The completions as read by the solver's parser, read once for the executor, the learnability and
+    ``train_rollouts``."""
     judgements: list[Judgement | None] = field(default_factory=list)
 
 
@@ -278,6 +281,7 @@ class SelfPlayRound:
         ]
         for rollouts, completions in zip(rollout_sets, learn_out, strict=True):
             rollouts.completions = list(completions)
+            rollouts.answers = [self._parse_answer(rollouts.task, c) for c in completions]
         await self._check_all(rollout_sets, solves, metrics)
         return solves
 
@@ -285,10 +289,10 @@ class SelfPlayRound:
         self, rollout_sets: Sequence[Rollouts], solves: Sequence[Solve], metrics: RoundMetrics
     ) -> None:
         """Every learnability rollout and every answer through the executor, concurrently."""
-        rollout_jobs = [(r, self._parse_answer(r.task, c)) for r in rollout_sets for c in r.completions]
+        rollout_jobs = [(r, answer) for r in rollout_sets for answer in r.answers]
         start = time.perf_counter()
         judgements = await asyncio.gather(
-            *(self._check(r.task, parsed) for r, parsed in rollout_jobs),
+            *(self._check(r.task, answer) for r, answer in rollout_jobs),
             *(self._check(s.task, s.parsed) for s in solves),
         )
         metrics.time("execute_s", start)
@@ -363,18 +367,17 @@ class SelfPlayRound:
         """The learnability rollouts of the valid proposals (with the message check, those without the
         message too: answers to a valid task all the same), as answers of the solver."""
         return [
-            Solve(r.task, r.prompt_ids, completion, self._parse_answer(r.task, completion), judgement)
+            Solve(r.task, r.prompt_ids, completion, answer, judgement)
             for p in proposals
             for r in p.rollout_sets()
-            for completion, judgement in zip(r.completions, r.judgements, strict=True)
+            for completion, answer, judgement in zip(r.completions, r.answers, r.judgements, strict=True)
         ]
 
     def _learnability(self, rollouts: Rollouts | None) -> LearnabilityRollouts | None:
         if rollouts is None:
             return None
         outcomes = tuple(
-            solve_outcome(self._parse_answer(rollouts.task, c), j)
-            for c, j in zip(rollouts.completions, rollouts.judgements, strict=True)
+            solve_outcome(a, j) for a, j in zip(rollouts.answers, rollouts.judgements, strict=True)
         )
         return LearnabilityRollouts(outcomes=outcomes, temperature=self.temperature)
 
