@@ -11,6 +11,9 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
   - ``trr++``: the tiny preset as shipped (Task-Relative REINFORCE++, learnability reward);
   - ``reinforce++``: one global baseline instead of one per (role, task type);
   - ``constant``: every valid proposal earns the same reward instead of its learnability;
+  - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
+    start was trained on (``selfplay.propose=false`` and a ``selfplay.seed_tasks`` file of them), which
+    separates what reinforcement learning does at this scale from what the proposer's curriculum does;
   - ``sft``: no self-play: supervised training continues on the warm-start data, at the learning rate the
     warm start ended on;
   - ``warm``: the warm start itself (the line every arm must beat), scored once.
@@ -41,7 +44,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from azr.core.task import TaskType
+from azr.core.task import Role, Task, TaskType
+from azr.eval.suites import task_line
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
 from azr.services.settings import RunSettings, resolve
@@ -57,8 +61,12 @@ ARMS: dict[str, list[str]] = {
     "trr++": [],
     "reinforce++": ["trainer.algo.estimator=reinforce++"],
     "constant": ["roles.propose_reward=constant"],
+    "solver-rl": ["selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
+SOLVER_ONLY = {"solver-rl"}
+"""Arms that propose nothing: they train on the warm start's own tasks, written to a seed file."""
+SEED_TASKS_PER_TYPE = 300
 
 
 def evaluate(checkpoint: Path, out: Path, settings: RunSettings) -> dict[str, Any]:
@@ -99,13 +107,31 @@ def selfplay(run: Path, minutes: float, sets: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, root: Path) -> dict[str, Any]:
+def warm_start_tasks(examples: list[Example], path: Path, per_type: int) -> Path:
+    """The first ``per_type`` tasks of each type that the warm start's solver examples teach, as a seed
+    file (executor job lines; the run's executor computes their outputs again)."""
+    chosen: dict[TaskType, dict[str, Task]] = {t: {} for t in TaskType}
+    for example in examples:
+        same_type = chosen[example.type]
+        if example.role is Role.SOLVE and len(same_type) < per_type:
+            same_type.setdefault(example.task.id, example.task)
+    path.write_text("".join(task_line(t) + "\n" for tasks in chosen.values() for t in tasks.values()))
+    return path
+
+
+def selfplay_arm(
+    name: str, seed: int, minutes: float, settings: RunSettings, root: Path, *, seed_tasks: Path | None
+) -> dict[str, Any]:
     run = root / f"{name}-seed{seed}"
     sets = [*ARMS[name], f"selfplay.seed={seed}", f"rollout.seed={seed}"]
+    if name in SOLVER_ONLY:
+        assert seed_tasks is not None, "a solver-only arm trains on the warm start's tasks"
+        sets.append(f"selfplay.seed_tasks={seed_tasks}")
     wall = selfplay(run, minutes, sets)
-    rows = [r for r in read_metrics(run) if r["step"] >= 0 and "propose/deduction/valid_rate" in r]
-    valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in rows]
-    learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in rows]
+    rows = [r for r in read_metrics(run) if r["step"] >= 0 and "solve/deduction/accuracy" in r]
+    proposing = name not in SOLVER_ONLY
+    valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in rows if proposing]
+    learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in rows if proposing]
     return {
         "run": str(run),
         "wall_s": wall,
@@ -221,13 +247,19 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {
             "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json", settings)}]
         }
-        examples = draw_examples(settings.warm_start_config())[0] if "sft" in arms else []
+        solver_only = any(a in SOLVER_ONLY for a in arms)
+        examples = draw_examples(settings.warm_start_config())[0] if "sft" in arms or solver_only else []
+        seed_tasks = (
+            warm_start_tasks(examples, args.out / "warm-start-tasks.jsonl", SEED_TASKS_PER_TYPE)
+            if solver_only
+            else None
+        )
         for seed in range(args.seeds):  # seeds outermost: a slowdown of the machine hits every arm alike
             for arm in arms:
                 result = (
                     sft_arm(seed, args.minutes, settings, warm=warm, examples=examples, root=args.out)
                     if arm == "sft"
-                    else selfplay_arm(arm, seed, args.minutes, settings, args.out)
+                    else selfplay_arm(arm, seed, args.minutes, settings, args.out, seed_tasks=seed_tasks)
                 )
                 runs.setdefault(arm, []).append(result)
         summary = {name: summarise(rs) for name, rs in runs.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -34,6 +35,28 @@ class SelfPlayConfig(BaseModel):
         le=100_000,
         description="Most proposal rounds of the seeding stage; a model that cannot yet write valid tasks "
         "stops there with what the buffers hold (the zero seed at least).",
+    )
+    propose: bool = Field(
+        default=True,
+        description="Whether the model proposes tasks. False: the solver trains alone on the buffers' "
+        "tasks (the zero seed, `seed_tasks`, seeds posted to the API), with no proposals, seeding stage or "
+        "proposer experiences: reinforcement learning with verifiable rewards on a fixed task set.",
+    )
+    seed_tasks: Path | None = Field(
+        default=None,
+        description="JSONL file of seed tasks (executor jobs or bare tasks, as `azr eval --tasks` reads) "
+        "added to the buffers before the seeding stage of a new run. The executor validates each and "
+        "computes its gold outputs (outputs in the file are ignored); a file with an invalid task stops "
+        "the run before training, naming each invalid task and why.",
+    )
+    solve_samples: int = Field(
+        default=1,
+        ge=1,
+        le=1_024,
+        description="Answers sampled for each task drawn to solve (paper: 1, baselined by TRR++ within its "
+        "(role, task type) group). More give each task a group of its own answers, which the per-prompt "
+        "estimators (trainer.algo.estimator grpo or rloo) compare: a solver experience then says how an "
+        "answer did against other answers to the same task, not against easier or harder tasks.",
     )
     train_rollouts: bool = Field(
         default=False,

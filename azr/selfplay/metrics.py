@@ -1,8 +1,11 @@
 """Curriculum metrics of one round: what was proposed, what was valid, what was solved, at what cost.
 
 Every key is present every step (zero when nothing happened), so a chart or a ``metrics.jsonl`` reader never
-meets a missing series: per task type ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,
-complexity_mean}``, ``solve/<type>/{count,accuracy,reward_mean,rollouts_trained}`` (the last counts the
+meets a missing series: per task type, in a run that proposes (``selfplay.propose``, the default; a run of
+the solver alone has no proposer series rather than a flat zero that reads as a proposer writing nothing
+valid) ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,complexity_mean}``,
+``solve/<type>/{count,accuracy,reward_mean,rollouts_trained}`` (``count`` counts answers, several per task
+with ``selfplay.solve_samples``; ``rollouts_trained`` counts the
 learnability rollouts trained as solver answers with ``train_rollouts``; they are not in the accuracy),
 ``buffer/<type>/size``; in a run with the induction message check (and only there)
 ``propose/induction/{misleading_rate,message_gain_mean}`` (the share of checked valid proposals whose
@@ -47,8 +50,9 @@ def _mean(values: list[float]) -> float:
 class RoundMetrics:
     """Accumulates one round's numbers; ``finish`` returns them as a flat, namespaced dict."""
 
-    def __init__(self, *, message_check: bool = False) -> None:
+    def __init__(self, *, message_check: bool = False, proposing: bool = True) -> None:
         self.message_check = message_check
+        self.proposing = proposing
         self._counts: dict[str, float] = defaultdict(float)
         self._values: dict[str, list[float]] = defaultdict(list)
         self._gauges: dict[str, float] = {}
@@ -117,19 +121,22 @@ class RoundMetrics:
         for t in TaskType:
             p, s = f"propose/{t.value}", f"solve/{t.value}"
             proposed, solved = c[f"{p}/count"], c[f"{s}/count"]
+            if self.proposing:
+                out |= {
+                    f"{p}/count": proposed,
+                    f"{p}/valid_rate": c[f"{p}/valid"] / proposed if proposed else 0.0,
+                    f"{p}/reward_mean": _mean(v[f"{p}/reward"]),
+                    f"{p}/learnability_mean": _mean(v[f"{p}/learnability"]),
+                    f"{p}/complexity_mean": _mean(v[f"{p}/complexity"]),
+                }
             out |= {
-                f"{p}/count": proposed,
-                f"{p}/valid_rate": c[f"{p}/valid"] / proposed if proposed else 0.0,
-                f"{p}/reward_mean": _mean(v[f"{p}/reward"]),
-                f"{p}/learnability_mean": _mean(v[f"{p}/learnability"]),
-                f"{p}/complexity_mean": _mean(v[f"{p}/complexity"]),
                 f"{s}/count": solved,
                 f"{s}/accuracy": c[f"{s}/correct"] / solved if solved else 0.0,
                 f"{s}/reward_mean": _mean(v[f"{s}/reward"]),
                 f"{s}/rollouts_trained": c[f"{s}/rollouts_trained"],
                 f"buffer/{t.value}/size": self._gauges.get(f"buffer/{t.value}/size", 0.0),
             }
-        if self.message_check:
+        if self.message_check and self.proposing:
             induction = f"propose/{TaskType.INDUCTION.value}"
             out |= {
                 f"{induction}/misleading_rate": _mean(v[f"{induction}/misleading"]),

@@ -120,6 +120,8 @@ class Solve:
     parsed: Answer | FormatFailure
     judgement: Judgement | None = None
     reward: Reward | NoReward | None = None
+    sample: int = 0
+    """Which of the ``solve_samples`` answers to its task this is."""
 
 
 @dataclass(slots=True)
@@ -160,8 +162,10 @@ class SelfPlayRound:
     # -- the round --------------------------------------------------------------------------------------
 
     async def run(self, step: int, policy_version: int) -> RoundResult:
-        metrics = RoundMetrics(message_check=self.roles.induction_message_check)
-        proposals = await self.propose(step, metrics)
+        metrics = RoundMetrics(
+            message_check=self.roles.induction_message_check, proposing=self.config.propose
+        )
+        proposals = await self.propose(step, metrics) if self.config.propose else []
         await self.validate(proposals, metrics)
         # Under the message check an induction task joins its buffer once its rollouts judged the message.
         waits = [checks_message(p.request.type, self.roles) for p in proposals]
@@ -239,7 +243,7 @@ class SelfPlayRound:
             proposal.validation = validation
             if validation.error is not None:
                 metrics.executor_error(validation.error.code)
-            elif (task := proposal.valid_task) is not None and self._solver_ids(task) is None:
+            elif (task := proposal.valid_task) is not None and self.solver_prompt_ids(task) is None:
                 # A task no solver prompt can hold can be neither solved nor rated: the proposal is too
                 # long, as if the program itself were over its cap, and never enters the buffer.
                 proposal.parsed = FormatFailure(
@@ -253,7 +257,7 @@ class SelfPlayRound:
         n = rollouts_needed(self.roles)
         for p in proposals:
             task = p.valid_task
-            if not n or task is None or (ids := self._solver_ids(task)) is None:
+            if not n or task is None or (ids := self.solver_prompt_ids(task)) is None:
                 continue
             p.rollouts = Rollouts(task, ids)
             if checks_message(task.type, self.roles):
@@ -264,7 +268,7 @@ class SelfPlayRound:
         solve_tasks: list[tuple[Task, list[int]]] = []
         for task_type in TaskType:
             for task in self.store.solver_batch(task_type, self.config.batch_size):
-                ids = self._solver_ids(task)
+                ids = self.solver_prompt_ids(task)
                 if ids is None:
                     metrics.count(f"solve/{task_type.value}/no_prompt")
                     continue
@@ -272,12 +276,13 @@ class SelfPlayRound:
         start = time.perf_counter()
         learn_out, solve_out = await asyncio.gather(
             self.generator.generate([r.prompt_ids for r in rollout_sets], n),
-            self.generator.generate([ids for _, ids in solve_tasks], 1),
+            self.generator.generate([ids for _, ids in solve_tasks], self.config.solve_samples),
         )
         metrics.time("generate_solve_s", start)
         solves = [
-            Solve(task, ids, completion, self._parse_answer(task, completion))
-            for (task, ids), (completion,) in zip(solve_tasks, solve_out, strict=True)
+            Solve(task, ids, completion, self._parse_answer(task, completion), sample=i)
+            for (task, ids), completions in zip(solve_tasks, solve_out, strict=True)
+            for i, completion in enumerate(completions)
         ]
         for rollouts, completions in zip(rollout_sets, learn_out, strict=True):
             rollouts.completions = list(completions)
@@ -309,7 +314,8 @@ class SelfPlayRound:
             return None
         return await self.executor.check(task, parsed.text)
 
-    def _solver_ids(self, task: Task) -> list[int] | None:
+    def solver_prompt_ids(self, task: Task) -> list[int] | None:
+        """The solver prompt of ``task`` as token ids, or None when it is over ``max_prompt_tokens``."""
         ids = self.render(solver_prompt(task, self.roles))
         return ids if len(ids) <= self.roles.max_prompt_tokens else None
 
@@ -474,7 +480,7 @@ def _uses(proposals: Sequence[Proposal], solves: Sequence[Solve]) -> Counter[tup
                 for judgement in rollouts.judgements:
                     _count_answer(uses, task.id, judgement)
     for s in solves:
-        uses[s.task.id, TaskUse.SOLVE] += 1
+        uses[s.task.id, TaskUse.SOLVE] += s.sample == 0  # drawn once, however many answers it gets
         _count_answer(uses, s.task.id, s.judgement)
     return uses
 

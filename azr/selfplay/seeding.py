@@ -3,15 +3,22 @@
 AZR starts every buffer from the zero seed (and any user seeds), then lets the current model propose
 tasks, without training on them, until each buffer holds B x S tasks. A model that cannot yet write
 valid tasks would loop forever, so the stage stops after ``max_seed_rounds`` rounds and training starts
-from what the buffers hold; the zero seed guarantees every buffer has at least one task.
+from what the buffers hold; the zero seed guarantees every buffer has at least one task. A run that does
+not propose (``selfplay.propose=false``) has no seeding stage: its solver trains on the seeds alone.
+
+User seeds from a file (``selfplay.seed_tasks``) go in first, all or none: each is validated by the
+executor, which computes its gold outputs, and must fit a solver prompt; one that fails stops the run
+before anything trains on a task set that is not the one asked for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from azr.core.task import Task, TaskType
+from azr.core.task import Origin, Task, TaskType
 from azr.proposer.rewards import checks_message
 from azr.roles.config import RolesConfig
 from azr.selfplay.config import SelfPlayConfig
@@ -31,9 +38,51 @@ class SeedingReport:
     """Whether every buffer reached ``B x S`` tasks (rather than the stage running out of rounds)."""
 
 
+class SeedTasksError(ValueError):
+    """Seed tasks that cannot be read, or that the executor refused or no solver prompt can hold; none of
+    them was added. ``reasons`` holds (0-based position in the file's tasks, why) for each refused task."""
+
+    def __init__(self, message: str, reasons: Sequence[tuple[int, str]] = ()) -> None:
+        super().__init__(message)
+        self.reasons = list(reasons)
+
+    @classmethod
+    def refused(cls, source: str, reasons: Sequence[tuple[int, str]]) -> SeedTasksError:
+        shown = "; ".join(f"task {i + 1}: {why}" for i, why in reasons[:5])
+        more = f" (and {len(reasons) - 5} more)" if len(reasons) > 5 else ""
+        return cls(f"{source}: {len(reasons)} invalid seed task(s), none added: {shown}{more}", reasons)
+
+
+async def add_seed_tasks(round_: SelfPlayRound, tasks: Sequence[Task], *, source: str) -> int:
+    """Validate ``tasks`` and add them to their buffers as user seeds; returns how many were new.
+
+    Raises ``SeedTasksError`` naming every task (1-based, in file order) that the executor refused or
+    whose solver prompt is over ``roles.max_prompt_tokens``, and adds none then.
+    """
+    validations = await asyncio.gather(*(round_.executor.validate(t) for t in tasks))
+    seeds: list[Task] = []
+    reasons: list[tuple[int, str]] = []
+    for i, (task, validation) in enumerate(zip(tasks, validations, strict=True)):
+        if validation.error is not None:
+            reasons.append((i, f"{validation.error.code.value}: {validation.error.message}"))
+            continue
+        assert validation.outputs is not None
+        seed = replace(task, outputs=tuple(validation.outputs), origin=Origin.USER)
+        if round_.solver_prompt_ids(seed) is None:
+            reasons.append(
+                (i, f"its solver prompt is over max_prompt_tokens={round_.roles.max_prompt_tokens}")
+            )
+            continue
+        seeds.append(seed)
+    if reasons:
+        raise SeedTasksError.refused(source, reasons)
+    return round_.store.add(seeds)
+
+
 async def seed_buffers(round_: SelfPlayRound, config: SelfPlayConfig) -> SeedingReport:
-    """Propose and validate (no training) until every buffer holds ``B x S`` tasks or the rounds run out."""
-    target = config.batch_size * config.seed_factor
+    """Propose and validate (no training) until every buffer holds ``B x S`` tasks or the rounds run out;
+    nothing when the run does not propose."""
+    target = config.batch_size * config.seed_factor if config.propose else 0
     proposed = added = rounds = 0
     sizes = dict(round_.store.sizes())
     while rounds < config.max_seed_rounds and min(sizes.values(), default=0) < target:

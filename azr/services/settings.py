@@ -20,6 +20,7 @@ from azr.roles.config import RolesConfig
 from azr.rollout.config import RolloutConfig
 from azr.selfplay.config import SelfPlayConfig
 from azr.services.config import BufferConfig, MetricsConfig, RedisConfig, StreamConfig
+from azr.trainer.algorithms import GROUPED_BY_PROMPT
 from azr.trainer.config import TrainerConfig
 from azr.warmstart.config import WarmStartConfig
 
@@ -127,6 +128,8 @@ class RunSettings(_Section):
                 f"stream.max_staleness ({self.stream.max_staleness}) differs from selfplay.max_staleness "
                 f"({self.selfplay.max_staleness}): set selfplay.max_staleness only; the stream follows it"
             )
+        if config.algo.estimator in GROUPED_BY_PROMPT:
+            self._check_prompt_groups(config.algo.estimator)
         unknown = [name for name in self.selfplay.eval_suites if name not in BUILT_IN]
         if unknown:
             raise ValueError(
@@ -134,6 +137,21 @@ class RunSettings(_Section):
                 f"{', '.join(BUILT_IN)}"
             )
         return self
+
+    def _check_prompt_groups(self, estimator: str) -> None:
+        """GRPO and RLOO compare the answers to one prompt: only a solver that answers each task more than
+        once gives them anything to compare, and a proposal (one per prompt) would never be trained."""
+        if self.selfplay.propose:
+            raise ValueError(
+                f"trainer.algo.estimator={estimator} compares answers to one prompt, but each proposer "
+                "prompt gets one response, so the proposer would never learn: use trr++ or reinforce++, or "
+                "train the solver alone (selfplay.propose=false)"
+            )
+        if self.selfplay.solve_samples < 2:
+            raise ValueError(
+                f"trainer.algo.estimator={estimator} compares answers to one prompt: set "
+                "selfplay.solve_samples to 2 or more"
+            )
 
     @model_validator(mode="before")
     @classmethod

@@ -88,6 +88,8 @@ def make_round(
     n_rollouts: int = 2,
     roles: RolesConfig | None = None,
     train_rollouts: bool = False,
+    propose: bool = True,
+    solve_samples: int = 1,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
     """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
     prompts)."""
@@ -95,7 +97,13 @@ def make_round(
     buffers.ensure_zero_seed()
     stream = ExperienceStream(client, keys, consumer="test")
     round_ = SelfPlayRound(
-        SelfPlayConfig(batch_size=batch_size, samples_per_step=1, train_rollouts=train_rollouts),
+        SelfPlayConfig(
+            batch_size=batch_size,
+            samples_per_step=1,
+            train_rollouts=train_rollouts,
+            propose=propose,
+            solve_samples=solve_samples,
+        ),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
         generator=generator,

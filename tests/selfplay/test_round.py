@@ -20,7 +20,7 @@ from azr.rollout.config import RolloutConfig
 from azr.rollout.hf import HFSampler
 from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.local import SamplerGenerator
-from azr.selfplay.seeding import seed_buffers
+from azr.selfplay.seeding import SeedTasksError, add_seed_tasks, seed_buffers
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import Counters, task_use
 from tests.selfplay.conftest import ScriptedGenerator, make_round
@@ -272,6 +272,96 @@ async def test_seeding_under_the_message_check_admits_induction_tasks_without_th
     assert report.added == 1
     seeded = [t for t in buffers[TaskType.INDUCTION].newest(2) if t.origin is not Origin.ZERO_SEED]
     assert [(t.program, t.message) for t in seeded] == [(IDENTITY, "")]
+
+
+async def test_a_solver_only_round_trains_the_solver_on_the_seed_tasks(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """``propose=false``: seed tasks go in with the executor's gold outputs (the file's are never read),
+    the seeding stage proposes nothing, and a round asks only for answers, newest task first."""
+    generator = ScriptedGenerator(tokenizer, script)
+    round_, buffers, _ = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, propose=False
+    )
+    seed = Task(TaskType.DEDUCTION, DOUBLE, ("3",), outputs=("7",))
+    assert await add_seed_tasks(round_, [seed], source="seeds.jsonl") == 1
+    (stored,) = [t for t in buffers[TaskType.DEDUCTION].newest(2) if t.origin is not Origin.ZERO_SEED]
+    assert (stored.program, stored.outputs, stored.origin) == (DOUBLE, ("6",), Origin.USER)
+
+    report = await seed_buffers(round_, SelfPlayConfig(batch_size=1, seed_factor=4, propose=False))
+    assert (report.rounds, report.proposed) == (0, 0)
+    result = await round_.run(step=0, policy_version=0)
+
+    assert not any("write a new" in p or "write inputs" in p for p in generator.prompts)
+    rewards = {(e.role, e.task_type): e.reward for e in result.experiences}
+    assert rewards == {
+        (Role.SOLVE, TaskType.DEDUCTION): 1.0,  # the seed, answered 6
+        (Role.SOLVE, TaskType.ABDUCTION): -0.5,
+        (Role.SOLVE, TaskType.INDUCTION): -1.0,
+    }
+    assert result.new_tasks == []
+    assert not [k for k in result.metrics if k.startswith("propose/")], "no proposer series at all"
+    assert {s["role"] for s in result.samples} == {"solve"}
+
+
+async def test_several_answers_per_task_share_its_prompt_and_count_as_one_draw(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """``solve_samples=2``: the seed task is drawn once and answered twice (6, right; 7, wrong), both
+    answers on the same prompt, which is what GRPO and RLOO group by."""
+    generator = ScriptedGenerator(tokenizer, script)
+    round_, _, _ = make_round(
+        executor=pool,
+        generator=generator,
+        client=client,
+        keys=keys,
+        tokenizer=tokenizer,
+        propose=False,
+        solve_samples=2,
+    )
+    seed = Task(TaskType.DEDUCTION, DOUBLE, ("3",))
+    await add_seed_tasks(round_, [seed], source="seeds.jsonl")
+    result = await round_.run(step=0, policy_version=0)
+
+    assert generator.calls[-1] == (3, 2), "one prompt per type, two answers each"
+    answers = [e for e in result.experiences if e.task_type is TaskType.DEDUCTION]
+    assert [e.reward for e in answers] == [1.0, -0.5]
+    assert answers[0].prompt_ids.tolist() == answers[1].prompt_ids.tolist()
+    assert result.metrics["solve/deduction/count"] == 2 and result.metrics["solve/deduction/accuracy"] == 0.5
+    uses = Counters(client, keys)
+    (stored_id,) = {e.task_id for e in answers}
+    assert uses.get_many([task_use(stored_id, u) for u in TaskUse]) == {
+        task_use(stored_id, TaskUse.REFERENCE): 0,
+        task_use(stored_id, TaskUse.SOLVE): 1,
+        task_use(stored_id, TaskUse.SOLVE_ATTEMPTS): 2,
+        task_use(stored_id, TaskUse.SOLVED): 1,
+    }
+
+
+async def test_seed_tasks_are_added_all_or_none_with_each_refusal_explained(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    round_, buffers, _ = make_round(
+        executor=pool,
+        generator=ScriptedGenerator(tokenizer, script),
+        client=client,
+        keys=keys,
+        tokenizer=tokenizer,
+    )
+    before = dict(buffers.sizes())
+    tasks = [
+        Task(TaskType.DEDUCTION, DOUBLE, ("3",)),
+        Task(TaskType.ABDUCTION, "import os\ndef f(x):\n    return os.getcwd()", ("1",)),
+        Task(TaskType.DEDUCTION, f"def f(x):\n    return x + len({list(range(600))})", ("3",)),
+    ]
+    with pytest.raises(SeedTasksError) as refused:
+        await add_seed_tasks(round_, tasks, source="seeds.jsonl")
+
+    assert [i for i, _ in refused.value.reasons] == [1, 2]
+    assert refused.value.reasons[0][1].startswith("forbidden")
+    assert "max_prompt_tokens=2048" in refused.value.reasons[1][1]
+    assert str(refused.value).startswith("seeds.jsonl: 2 invalid seed task(s), none added: task 2: forbidden")
+    assert dict(buffers.sizes()) == before, "the valid seed was not added either"
 
 
 class InfraFailingChecks:

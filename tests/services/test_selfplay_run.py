@@ -57,6 +57,7 @@ STEP_KEYS = [
     "batch/staleness_max",
 ]
 RUN_TIMEOUT_S = 420
+DOUBLE = "def f(x):\n    return x * 2"
 
 
 def small(model: Path) -> list[str]:
@@ -252,3 +253,35 @@ def test_a_redis_outage_is_ridden_out(run_dir: Path, tiny_model_dir: Path, tmp_p
         assert_well_formed(run.steps(), max_staleness=1)
     finally:
         server.stop()
+
+
+def test_the_solver_trains_alone_on_a_seed_file(run_dir: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``--seed-tasks`` with ``selfplay.propose=false``: the seeds join the buffers with the executor's
+    outputs, nothing is proposed, and every trained experience is a solver's."""
+    seeds = tmp_path / "seeds.jsonl"
+    job = {"id": "a", "op": "validate", "task": {"type": "deduction", "program": DOUBLE, "inputs": ["3"]}}
+    bare = {"type": "abduction", "program": "def f(s):\n    return s[::-1]", "inputs": ["'ab'"]}
+    seeds.write_text(f"{json.dumps(job)}\n\n{json.dumps(bare)}\n")  # a job, a blank line, a bare task
+    solver_only = ["--seed-tasks", str(seeds), "--set", "selfplay.propose=false"]
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--sync", *solver_only])
+    assert run.finish() == 0, run.output()
+    steps = run.steps()
+    assert len(steps) == 2
+    assert not [k for r in steps for k in r if k.startswith("propose/")], "nothing was proposed"
+    assert [r["buffer/deduction/size"] for r in steps] == [2, 2], "the zero seed and the file's task"
+    assert all(r[f"solve/{t}/count"] == 1 for r in steps for t in TYPES)
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert samples and {s["role"] for s in samples} == {"solve"}
+    assert_exactly_once(run_dir)
+
+
+def test_a_seed_file_with_an_invalid_task_stops_the_run_before_training(
+    run_dir: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"type": "deduction", "program": "def f(x):\\n    return 1 / 0", "inputs": ["3"]}\n')
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--seed-tasks", str(seeds)])
+    assert run.finish() == 2, run.output()
+    said = " ".join(run.output().split())  # the console wraps long lines
+    assert "1 invalid seed task(s), none added: task 1: runtime_error" in said
+    assert run.steps() == []

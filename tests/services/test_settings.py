@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from azr.services.settings import PRESETS, dump, parse_overrides, resolve
+from azr.services.settings import PRESETS, dump, merge, parse_overrides, resolve
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -50,6 +50,16 @@ def test_sections_are_checked_together_before_a_run_starts() -> None:
         resolve("tiny", {"trainer": {"model": "x"}})
     with pytest.raises(ValueError, match="unknown preset"):
         resolve("huge", {})
+
+
+def test_per_prompt_estimators_need_several_answers_per_task_and_no_proposer() -> None:
+    grpo = parse_overrides(["trainer.algo.estimator=grpo"])
+    with pytest.raises(ValidationError, match="the proposer would never learn"):
+        resolve("tiny", merge(grpo, {"selfplay": {"solve_samples": 4}}))
+    with pytest.raises(ValidationError, match=r"set selfplay\.solve_samples to 2 or more"):
+        resolve("tiny", merge(grpo, {"selfplay": {"propose": False}}))
+    settings = resolve("tiny", merge(grpo, {"selfplay": {"propose": False, "solve_samples": 4}}))
+    assert (settings.selfplay.propose, settings.selfplay.solve_samples) == (False, 4)
 
 
 def test_the_run_directory_never_holds_the_executor_token() -> None:

@@ -28,13 +28,15 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
+from azr.core.task import Task
 from azr.eval.policy import PolicyEvalSettings
+from azr.eval.suites import load_tasks_file
 from azr.rollout.sampler import Completion
 from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.rendering import PromptRenderer
 from azr.selfplay.round import RoundResult, SelfPlayRound
 from azr.selfplay.schedule import Schedule, StepRecord
-from azr.selfplay.seeding import seed_buffers
+from azr.selfplay.seeding import SeedTasksError, add_seed_tasks, seed_buffers
 from azr.services.actors.executor_actor import ExecutorActor, RayExecutor, make_executor
 from azr.services.actors.learner_actor import LearnerActor
 from azr.services.actors.placement import NodeRoundRobin
@@ -160,6 +162,7 @@ def run_selfplay(
     run_dir.create()
     if not resume and run_dir.last_step() is not None:
         raise FileExistsError(f"{run_dir.root} already holds a run: pass --resume to continue it")
+    seeds = _read_seed_tasks(settings.selfplay.seed_tasks) if not resume else []
     run_dir.write_config(dump(settings))
     model = resolve_model(settings)
     with ExitStack() as stack:
@@ -170,7 +173,7 @@ def run_selfplay(
         stack.enter_context(ray_cluster(settings))
         # One actor per node in turn, so that a run uses a cluster's machines rather than piling onto one.
         placement = NodeRoundRobin.of_cluster(settings.ray.min_nodes)
-        return asyncio.run(_drive(settings, run_dir, model, redis, placement, progress=progress))
+        return asyncio.run(_drive(settings, run_dir, model, redis, placement, seeds=seeds, progress=progress))
 
 
 async def _drive(
@@ -180,6 +183,7 @@ async def _drive(
     redis: RedisConfig,
     placement: NodeRoundRobin,
     *,
+    seeds: Sequence[Task],
     progress: bool,
 ) -> RunSummary:
     client = connect(redis)
@@ -229,9 +233,7 @@ async def _drive(
     )
     fresh = steps_done == 0 and run_dir.last_step() is None
     if fresh:
-        await generator.sync()
-        report = await seed_buffers(round_, settings.selfplay)
-        log.info("seeding: %d rounds, %d tasks added", report.rounds, report.added)
+        await _seed(round_, generator, settings, seeds)
 
     schedule = Schedule(
         RolloutSide(generator, round_),
@@ -240,6 +242,7 @@ async def _drive(
         max_seconds=None if settings.selfplay.max_minutes is None else 60 * settings.selfplay.max_minutes,
     )
     last: dict[str, float] = {}
+    progress_keys = {k: v for k, v in PROGRESS_KEYS.items() if settings.selfplay.propose or k != "valid"}
     progress_eval = f"eval/{settings.selfplay.eval_suites[0]}/overall/accuracy"
     evaluated: float | None = None  # the latest evaluation's accuracy, shown until the next one
     bar = tqdm(
@@ -256,7 +259,7 @@ async def _drive(
         evaluated = last.get(progress_eval, evaluated)
         bar.update(1)
         bar.set_postfix(
-            {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in PROGRESS_KEYS.items()}
+            {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in progress_keys.items()}
             | {"v": int(last.get("policy_version", 0))}
             | ({} if evaluated is None else {"eval": f"{evaluated:.2f}"})
         )
@@ -283,6 +286,30 @@ async def _drive(
         last=last,
         interrupted=schedule.stop.is_set(),
     )
+
+
+async def _seed(
+    round_: SelfPlayRound, generator: RayGenerator, settings: RunSettings, seeds: Sequence[Task]
+) -> None:
+    """Before the first step of a new run: the seed file's tasks, then the seeding stage."""
+    if seeds:
+        source = str(settings.selfplay.seed_tasks)
+        added = await add_seed_tasks(round_, seeds, source=source)
+        log.info("seed tasks: %d from %s, %d new to the buffers", len(seeds), source, added)
+    await generator.sync()
+    report = await seed_buffers(round_, settings.selfplay)
+    log.info("seeding: %d rounds, %d tasks added", report.rounds, report.added)
+
+
+def _read_seed_tasks(path: Path | None) -> list[Task]:
+    """The seed file's tasks, read before anything starts so that a missing or malformed file stops the
+    run at once."""
+    if path is None:
+        return []
+    try:
+        return load_tasks_file(path)
+    except (OSError, ValueError) as exc:
+        raise SeedTasksError(f"cannot read the seed tasks: {exc}") from exc
 
 
 async def _evaluation_row(

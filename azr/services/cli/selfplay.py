@@ -4,6 +4,7 @@
     azr selfplay --preset tiny --steps 50 --sync     # synchronous schedule, for comparison
     azr selfplay --out runs/a --resume               # continue a stopped run from its checkpoint
     azr selfplay --preset tiny --set selfplay.batch_size=8 --set trainer.lr=1e-5
+    azr selfplay --seed-tasks mine.jsonl --set selfplay.propose=false   # the solver alone on your tasks
 
 Exit codes: 0 when the run finished or was stopped cleanly, 1 when it could not run, 2 for bad usage.
 """
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from azr.selfplay.seeding import SeedTasksError
 from azr.services.actors.driver import RunSummary, run_selfplay
 from azr.services.config import RedisConfig
 from azr.services.run_dir import RunDirectory
@@ -65,6 +67,12 @@ def selfplay(
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
     sync: Annotated[bool, typer.Option(help="Synchronous schedule (max_staleness 0).")] = False,
+    seed_tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSONL of seed tasks for the buffers, validated by the executor (selfplay.seed_tasks)."
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a setting: KEY.PATH=VALUE (repeatable).")
     ] = None,
@@ -77,7 +85,11 @@ def selfplay(
     run_dir = RunDirectory(out or Path("runs") / f"{preset}-{datetime.now(UTC):%Y%m%d-%H%M%S}")
     try:
         flags = {
-            "selfplay": {"steps": steps, "max_staleness": 0 if sync else None},
+            "selfplay": {
+                "steps": steps,
+                "max_staleness": 0 if sync else None,
+                "seed_tasks": None if seed_tasks is None else str(seed_tasks),
+            },
             "ray": {"address": ray_address},
             "executor": {"url": executor_url, "token": executor_token},
             "redis": None if redis_url is None else RedisConfig(url=redis_url).model_dump(mode="json"),
@@ -88,7 +100,11 @@ def selfplay(
         console.print(f"[red]invalid settings:[/red] {exc}")
         raise typer.Exit(2) from exc
     console.print(f"run directory: [bold]{run_dir.root}[/bold]")
-    summary = run_selfplay(settings, run_dir, resume=resume, progress=progress)
+    try:
+        summary = run_selfplay(settings, run_dir, resume=resume, progress=progress)
+    except SeedTasksError as exc:
+        console.print(f"[red]seed tasks refused:[/red] {exc}")
+        raise typer.Exit(2) from exc
     _print_summary(console, summary)
 
 
