@@ -120,6 +120,23 @@ class Task:
         )
 
 
+MIN_INDUCTION_INPUTS = 2
+"""An induction task shows the first half of its pairs and judges the program on the rest: with fewer
+than two inputs nothing would be judged, and any program would pass."""
+
+
+def seed_problem(task: Task) -> str | None:
+    """Why ``task`` cannot be a user seed (the API's and a seed file's shared rules), or None."""
+    if task.type is TaskType.INDUCTION:
+        if not task.message.strip():
+            return "an induction seed needs a message"
+        if len(task.inputs) < MIN_INDUCTION_INPUTS:
+            return f"an induction seed needs at least {MIN_INDUCTION_INPUTS} inputs"
+    elif task.message:
+        return "only induction seeds carry a message"
+    return None
+
+
 ZERO_SEED = Task(
     type=TaskType.DEDUCTION,
     program="def f(x):\n    return x",

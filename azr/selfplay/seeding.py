@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from azr.core.task import Origin, Task, TaskType
+from azr.core.task import Origin, Task, TaskType, seed_problem
 from azr.proposer.rewards import checks_message
 from azr.roles.config import RolesConfig
 from azr.selfplay.config import SelfPlayConfig
@@ -56,12 +56,16 @@ class SeedTasksError(ValueError):
 async def add_seed_tasks(round_: SelfPlayRound, tasks: Sequence[Task], *, source: str) -> int:
     """Validate ``tasks`` and add them to their buffers as user seeds; returns how many were new.
 
-    Raises ``SeedTasksError`` naming every task (1-based, in file order) that the executor refused or
-    whose solver prompt is over ``roles.max_prompt_tokens``, and adds none then.
+    Raises ``SeedTasksError`` naming every task (1-based, in file order) that breaks the seed rules every
+    seed follows (``azr.core.task.seed_problem``: those of ``POST /v1/seeds``), and otherwise every one
+    the executor refused or whose solver prompt is over ``roles.max_prompt_tokens``; it adds none then.
     """
+    problems = [seed_problem(t) for t in tasks]
+    reasons = [(i, problem) for i, problem in enumerate(problems) if problem is not None]
+    if reasons:
+        raise SeedTasksError.refused(source, reasons)
     validations = await asyncio.gather(*(round_.executor.validate(t) for t in tasks))
     seeds: list[Task] = []
-    reasons: list[tuple[int, str]] = []
     for i, (task, validation) in enumerate(zip(tasks, validations, strict=True)):
         if validation.error is not None:
             reasons.append((i, f"{validation.error.code.value}: {validation.error.message}"))

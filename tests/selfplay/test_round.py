@@ -363,6 +363,10 @@ async def test_seed_tasks_are_added_all_or_none_with_each_refusal_explained(
     assert str(refused.value).startswith("seeds.jsonl: 2 invalid seed task(s), none added: task 2: forbidden")
     assert dict(buffers.sizes()) == before, "the valid seed was not added either"
 
+    one_pair = Task(TaskType.INDUCTION, DOUBLE, ("3",), message="doubles")
+    with pytest.raises(SeedTasksError, match="task 2: an induction seed needs at least 2 inputs"):
+        await add_seed_tasks(round_, [tasks[0], one_pair], source="seeds.jsonl")
+
 
 class InfraFailingChecks:
     """The real pool, except that every check of an abduction answer fails as the executor does when a

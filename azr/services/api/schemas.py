@@ -6,14 +6,13 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from azr.core.task import Origin, Task, TaskType
+from azr.core.task import Origin, Task, TaskType, seed_problem
 from azr.executor.errors import ErrorCode
 
 MAX_PROGRAM_CHARS = 20_000
 MAX_INPUTS = 32
 MAX_INPUT_CHARS = 4_000
 MAX_MESSAGE_CHARS = 2_000
-MIN_INDUCTION_INPUTS = 2
 MAX_STEP = 2**53
 
 
@@ -52,13 +51,9 @@ class SeedIn(_Body):
     def _check(self) -> Self:
         if any(not text.strip() or len(text) > MAX_INPUT_CHARS for text in self.inputs):
             raise ValueError(f"each input must be a non-empty text of at most {MAX_INPUT_CHARS} characters")
-        if self.type is TaskType.INDUCTION:
-            if not self.message.strip():
-                raise ValueError("an induction seed needs a message")
-            if len(self.inputs) < MIN_INDUCTION_INPUTS:
-                raise ValueError(f"an induction seed needs at least {MIN_INDUCTION_INPUTS} inputs")
-        elif self.message:
-            raise ValueError("only induction seeds carry a message")
+        problem = seed_problem(self.to_task(0))
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def to_task(self, step: int) -> Task:
