@@ -64,7 +64,7 @@ ARMS: dict[str, list[str]] = {
     "solver-rl": ["selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
-SOLVER_ONLY = {"solver-rl"}
+SOLVER_ONLY = {name for name, sets in ARMS.items() if "selfplay.propose=false" in sets}
 """Arms that propose nothing: they train on the warm start's own tasks, written to a seed file."""
 SEED_TASKS_PER_TYPE = 300
 
@@ -128,10 +128,11 @@ def selfplay_arm(
         assert seed_tasks is not None, "a solver-only arm trains on the warm start's tasks"
         sets.append(f"selfplay.seed_tasks={seed_tasks}")
     wall = selfplay(run, minutes, sets)
+    # Step rows (evaluation rows have no solver series); a run of the solver alone has no proposer series.
     rows = [r for r in read_metrics(run) if r["step"] >= 0 and "solve/deduction/accuracy" in r]
-    proposing = name not in SOLVER_ONLY
-    valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in rows if proposing]
-    learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in rows if proposing]
+    proposed = [r for r in rows if "propose/deduction/valid_rate" in r]
+    valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in proposed]
+    learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in proposed]
     return {
         "run": str(run),
         "wall_s": wall,

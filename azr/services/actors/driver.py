@@ -242,7 +242,6 @@ async def _drive(
         max_seconds=None if settings.selfplay.max_minutes is None else 60 * settings.selfplay.max_minutes,
     )
     last: dict[str, float] = {}
-    progress_keys = {k: v for k, v in PROGRESS_KEYS.items() if settings.selfplay.propose or k != "valid"}
     progress_eval = f"eval/{settings.selfplay.eval_suites[0]}/overall/accuracy"
     evaluated: float | None = None  # the latest evaluation's accuracy, shown until the next one
     bar = tqdm(
@@ -259,7 +258,12 @@ async def _drive(
         evaluated = last.get(progress_eval, evaluated)
         bar.update(1)
         bar.set_postfix(
-            {name: f"{sum(last.get(k, 0.0) for k in ks) / len(ks):.2f}" for name, ks in progress_keys.items()}
+            # A series the run does not record (no proposer in a run of the solver alone) is left out.
+            {
+                name: f"{sum(last[k] for k in ks) / len(ks):.2f}"
+                for name, ks in PROGRESS_KEYS.items()
+                if all(k in last for k in ks)
+            }
             | {"v": int(last.get("policy_version", 0))}
             | ({} if evaluated is None else {"eval": f"{evaluated:.2f}"})
         )
