@@ -26,11 +26,12 @@ def _root(
 
 
 def _register() -> None:
-    from azr.services.cli import api, executor, pretrain, report, selfplay
+    from azr.services.cli import api, executor, pretrain, report, seed, selfplay
     from azr.services.cli import eval as eval_cli
 
     app.add_typer(executor.app, name="executor")
     app.add_typer(api.app, name="api")
+    app.add_typer(seed.app, name="seed")
     app.command(name="selfplay")(selfplay.selfplay)
     app.command(name="pretrain")(pretrain.pretrain)
     app.command(name="eval")(eval_cli.eval_command)
