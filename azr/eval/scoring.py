@@ -10,6 +10,9 @@
 
 pass@1 is the mean over tasks of c/n (c correct of n judged responses); pass@k is the unbiased estimator
 1 - C(n-c, k)/C(n, k) of Chen et al. (2021) with k = n, i.e. whether any response was correct.
+
+The report keeps every scored task with its responses and their verdicts (``EvalReport.answers``), so
+what a model answered can be read and two checkpoints compared task by task; ``to_dict`` is the summary.
 """
 
 from __future__ import annotations
@@ -35,10 +38,31 @@ Generate = Callable[[Sequence[Prompt], int], list[list[Response]]]
 
 @dataclass(frozen=True, slots=True)
 class SampleVerdict:
+    """One response and how it was judged."""
+
+    text: str
     correct: bool
     format_error: str | None
     judged: bool
     tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAnswers:
+    """A scored task (with the executor's gold outputs) and the verdicts on its responses."""
+
+    task: Task
+    verdicts: tuple[SampleVerdict, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task.to_dict(),
+            "correct": sum(v.correct for v in self.verdicts),
+            "responses": [
+                {"text": v.text, "correct": v.correct, "format_error": v.format_error, "judged": v.judged}
+                for v in self.verdicts
+            ],
+        }
 
 
 @dataclass(slots=True)
@@ -64,9 +88,18 @@ class EvalReport:
     temperature: float
     by_type: dict[str, TypeScore]
     overall: TypeScore
+    answers: list[TaskAnswers] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The scores, without the answers (``TaskAnswers.to_dict`` gives each of those)."""
+        return {
+            "suite": self.suite,
+            "checkpoint": self.checkpoint,
+            "samples": self.samples,
+            "temperature": self.temperature,
+            "by_type": {name: asdict(score) for name, score in self.by_type.items()},
+            "overall": asdict(self.overall),
+        }
 
     def metrics(self, prefix: str = "eval") -> dict[str, float]:
         """Flat ``eval/<suite>/<type>/accuracy`` style metrics (pass@1 is the accuracy)."""
@@ -91,9 +124,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 async def judge(executor: Executor, task: Task, response: Response, config: RolesConfig) -> SampleVerdict:
     answer = parse_answer(response.text, task.type, config, stopped_by_length=response.stopped_by_length)
     if isinstance(answer, FormatFailure):
-        return SampleVerdict(False, answer.error.value, True, response.tokens)
+        return SampleVerdict(response.text, False, answer.error.value, True, response.tokens)
     judgement = await executor.check(task, answer.text)
-    return SampleVerdict(bool(judgement.correct), None, judgement.ok, response.tokens)
+    return SampleVerdict(response.text, bool(judgement.correct), None, judgement.ok, response.tokens)
 
 
 async def evaluate(
@@ -127,7 +160,8 @@ async def evaluate(
             by_type[task_type.value] = _score(of_type, invalid, samples)
     everything = [(t, list(vs)) for t, vs in zip(valid, verdicts, strict=True)]
     overall = _score(everything, len(tasks) - len(valid), samples)
-    return EvalReport(suite, checkpoint, samples, temperature, by_type, overall)
+    answers = [TaskAnswers(t, tuple(vs)) for t, vs in everything]
+    return EvalReport(suite, checkpoint, samples, temperature, by_type, overall, answers)
 
 
 def _score(rows: Sequence[tuple[Task, list[SampleVerdict]]], invalid: int, k: int) -> TypeScore:

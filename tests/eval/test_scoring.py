@@ -4,6 +4,9 @@ judged by the real executor."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,6 +76,35 @@ def test_counts_of_right_wrong_malformed_and_invalid() -> None:
     assert report.overall.pass_at_1 == pytest.approx(1.5 / 3)
     assert report.overall.mean_response_tokens == 7.0
     assert report.metrics()["eval/t/abduction/accuracy"] == 1.0
+    assert "answers" not in report.to_dict()
+
+
+def test_the_answers_keep_each_response_with_its_verdict_and_read_back_as_tasks() -> None:
+    seed = zero_seed(TaskType.DEDUCTION)
+    wrong = "<think> </think> <answer>\n```output\n'Goodbye'\n```\n</answer>"
+    report = _score([seed], {seed.id: [solve_completion(seed), wrong]})
+    (answers,) = report.answers
+    line = json.loads(json.dumps(answers.to_dict()))
+    assert line["correct"] == 1
+    assert [(r["text"], r["correct"], r["format_error"]) for r in line["responses"]] == [
+        (solve_completion(seed), True, None),
+        (wrong, False, None),
+    ]
+    assert line["task"]["outputs"] == list(answers.task.outputs) and answers.task.outputs
+    (again,) = parse_task_lines(json.dumps(line), source="answers.jsonl")
+    assert again.id == seed.id
+
+
+def test_azr_eval_writes_the_report_and_the_answers(tiny_model_dir: Path, tmp_path: Path) -> None:
+    azr = Path(sys.executable).with_name("azr")
+    report, answers = tmp_path / "report.json", tmp_path / "answers.jsonl"
+    command = [str(azr), "eval", "--checkpoint", str(tiny_model_dir), "--suite", "zero-seed"]
+    command += ["--max-new-tokens", "4", "--out", str(report), "--answers", str(answers)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    assert json.loads(report.read_text())["overall"]["tasks"] == 3
+    lines = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert sorted(line["task"]["type"] for line in lines) == sorted(t.value for t in TaskType)
+    assert all(len(line["responses"]) == 1 and line["correct"] == 0 for line in lines)
 
 
 def test_a_known_checkpoint_on_the_zero_seed_suite(tiny_model_dir: Path) -> None:

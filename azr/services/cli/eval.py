@@ -4,10 +4,13 @@
     azr eval --checkpoint runs/tiny-20261203-1500 --suite heldout --samples 4 --temperature 1.0
     azr eval --checkpoint runs/a/checkpoints/step-00000020 --tasks my_suite.jsonl --out scores.json
     azr eval --checkpoint runs/a --suite heldout --without-messages   # induction from the pairs alone
+    azr eval --checkpoint runs/a --suite heldout --answers answers.jsonl  # what it answered, task by task
 
 ``--checkpoint`` takes a model directory, a training checkpoint or a run directory (its newest
 checkpoint). ``--tasks`` lines are executor jobs (as ``azr executor run`` takes them) or bare tasks; their
-gold answers are computed by the executor. Exit codes: 0 when scored, 2 for bad usage.
+gold answers are computed by the executor. ``--answers`` writes one line per scored task: the task with
+its gold outputs (``"task"``, so the file is itself a ``--tasks`` file), how many responses were correct,
+and each response's text and verdict. Exit codes: 0 when scored, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ def eval_command(
         ),
     ] = False,
     out: Annotated[Path | None, typer.Option(help="JSON report path (default: eval-<suite>.json).")] = None,
+    answers: Annotated[
+        Path | None, typer.Option(help="JSONL of every scored task with its responses and their verdicts.")
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a run setting: KEY.PATH=VALUE (repeatable).")
     ] = None,
@@ -92,6 +98,9 @@ def eval_command(
     path = out or Path(f"eval-{name}.json")
     path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     console.print(f"report: {path}")
+    if answers is not None:
+        answers.write_text("".join(json.dumps(a.to_dict()) + "\n" for a in report.answers))
+        console.print(f"answers: {answers}")
 
 
 def print_report(console: Console, report: EvalReport) -> None:
