@@ -16,6 +16,10 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
     separates what reinforcement learning does at this scale from what the proposer's curriculum does;
   - ``sft``: no self-play: supervised training continues on the warm-start data, at the learning rate the
     warm start ended on;
+  - ``buffer-sft``: the tasks the ``trr++`` run of the same seed left in its buffers (nearly all written by
+    its proposer), learnt by supervision instead: the warm start is trained, as ``sft`` is, on the solver's
+    gold answers to them (the executor's outputs, the task's own input, the proposer's program), which
+    separates what the curriculum holds from what reinforcement learning draws out of it;
   - ``warm``: the warm start itself (the line every arm must beat), scored once.
 
 Reported per arm: held-out accuracy per task type (mean +- standard deviation over seeds), the format-error
@@ -48,10 +52,16 @@ from azr.core.task import Role, Task, TaskType
 from azr.eval.suites import task_line
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
+from azr.services.config import RedisConfig
 from azr.services.settings import RunSettings, resolve
+from azr.services.store import connect
+from azr.services.store.buffers import TaskBuffers
+from azr.services.store.embedded import EmbeddedRedis
+from azr.services.store.keys import Keys
+from azr.solver.prompts import solver_prompt
 from azr.trainer.models import load_tokenizer
 from azr.warmstart.build import build_warm_start, draw_examples
-from azr.warmstart.examples import Example
+from azr.warmstart.examples import Example, solve_completion
 from azr.warmstart.train import SFTSchedule, lr_factor, tokenise, train
 
 AZR = [sys.executable, "-m", "azr"]
@@ -67,6 +77,8 @@ ARMS: dict[str, list[str]] = {
 SOLVER_ONLY = {name for name, sets in ARMS.items() if "selfplay.propose=false" in sets}
 """Arms that propose nothing: they train on the warm start's own tasks, written to a seed file."""
 SEED_TASKS_PER_TYPE = 300
+SUPERVISED = ("sft", "buffer-sft")
+"""Arms that train the warm start with supervision instead of self-play."""
 
 
 def evaluate(checkpoint: Path, out: Path, settings: RunSettings) -> dict[str, Any]:
@@ -144,15 +156,22 @@ def selfplay_arm(
 
 
 def sft_arm(
-    seed: int, minutes: float, settings: RunSettings, *, warm: Path, examples: list[Example], root: Path
+    name: str,
+    seed: int,
+    minutes: float,
+    settings: RunSettings,
+    *,
+    warm: Path,
+    examples: list[Example],
+    root: Path,
 ) -> dict[str, Any]:
-    """Supervised training continues on the warm-start data for ``minutes``, at the warm start's settings
+    """Supervised training of the warm start on ``examples`` for ``minutes``, at the warm start's settings
     and at the learning rate its schedule ended on, held constant, reshuffled by ``seed``. (Resuming at the
     schedule's peak, ten times higher, with a fresh optimizer undoes the warm start: 0.28 / 0.30 / 0.54 fell
     to 0.15 / 0.18 / 0.26 in 3 minutes, the mean of 3 seeds.)"""
     config = settings.warm_start_config()
     warm_schedule = SFTSchedule.of(config)
-    out = root / f"sft-seed{seed}"
+    out = root / f"{name}-seed{seed}"
     tokenizer = load_tokenizer(str(warm))
     rows = tokenise(examples, tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens)
     model = AutoModelForCausalLM.from_pretrained(str(warm), dtype=torch.float32)
@@ -168,8 +187,22 @@ def sft_arm(
         "run": str(out),
         "wall_s": time.perf_counter() - started,
         "steps": len(losses),
+        "examples": len(rows),
         "eval": evaluate(out, out / "eval-heldout.json", settings),
     }
+
+
+def buffer_examples(run: Path, settings: RunSettings) -> list[Example]:
+    """The solver's gold answer to every task a finished self-play run left in its buffers, read from the
+    run's own Redis (its append-only file, reopened)."""
+    with EmbeddedRedis(run / "redis") as server:
+        client = connect(RedisConfig(url=server.url))
+        buffers = TaskBuffers(client, Keys(RedisConfig().prefix))
+        tasks = [task for t in TaskType for task in buffers[t].newest(buffers[t].size())]
+        client.close()
+    return [
+        Example(Role.SOLVE, t.type, solver_prompt(t, settings.roles), solve_completion(t), t) for t in tasks
+    ]
 
 
 def spread(values: list[float]) -> tuple[float, float]:
@@ -202,6 +235,28 @@ def table(summary: dict[str, dict[str, tuple[float, float]]]) -> str:
     return "\n".join(lines)
 
 
+def curve(run: Path, minutes: float, eval_every: int) -> dict[str, Any]:
+    """One self-play run of the preset scored every ``eval_every`` steps; prints its start and end."""
+    wall = selfplay(run, minutes, [f"selfplay.eval_every={eval_every}"])
+    rows = read_metrics(run)
+    evals = [r for r in rows if "eval/heldout/overall/accuracy" in r]
+    first, last = evals[0], evals[-1]
+    steps = len({r["step"] for r in rows if r["step"] >= 0})
+    print(f"curve: {minutes:g} min, {steps} steps ({run})")
+    print(f"{'held-out':<12}{'start':>10}{'end':>10}{'change':>10}")
+    for t in [*TYPES, "overall"]:
+        a, b = first[f"eval/heldout/{t}/accuracy"], last[f"eval/heldout/{t}/accuracy"]
+        print(f"{t:<12}{a:>10.3f}{b:>10.3f}{b - a:>+10.3f}")
+    return {
+        "run": str(run),
+        "wall_s": wall,
+        "steps": steps,
+        "first": {k: v for k, v in first.items() if k.startswith("eval/heldout/")},
+        "last": {k: v for k, v in last.items() if k.startswith("eval/heldout/")},
+        "charts": [str(c) for c in draw([run], RESULTS / "learning-curve")],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -221,30 +276,15 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
 
     if args.curve_minutes > 0:
-        run = args.out / "curve"
-        wall = selfplay(run, args.curve_minutes, [f"selfplay.eval_every={args.eval_every}"])
-        rows = read_metrics(run)
-        evals = [r for r in rows if "eval/heldout/overall/accuracy" in r]
-        first, last = evals[0], evals[-1]
-        results["curve"] = {
-            "run": str(run),
-            "wall_s": wall,
-            "steps": len({r["step"] for r in rows if r["step"] >= 0}),
-            "first": {k: v for k, v in first.items() if k.startswith("eval/heldout/")},
-            "last": {k: v for k, v in last.items() if k.startswith("eval/heldout/")},
-            "charts": [str(c) for c in draw([run], RESULTS / "learning-curve")],
-        }
-        print(f"curve: {args.curve_minutes:g} min, {results['curve']['steps']} steps ({run})")
-        print(f"{'held-out':<12}{'start':>10}{'end':>10}{'change':>10}")
-        for t in [*TYPES, "overall"]:
-            a, b = first[f"eval/heldout/{t}/accuracy"], last[f"eval/heldout/{t}/accuracy"]
-            print(f"{t:<12}{a:>10.3f}{b:>10.3f}{b - a:>+10.3f}")
+        results["curve"] = curve(args.out / "curve", args.curve_minutes, args.eval_every)
 
     if args.minutes > 0:
         arms = args.arms.split(",")
-        unknown = [a for a in arms if a not in ARMS and a != "sft"]
+        unknown = [a for a in arms if a not in ARMS and a not in SUPERVISED]
         if unknown:
-            parser.error(f"unknown arms {unknown}: choose from {[*ARMS, 'sft']}")
+            parser.error(f"unknown arms {unknown}: choose from {[*ARMS, *SUPERVISED]}")
+        if "buffer-sft" in arms and ("trr++" not in arms or arms.index("trr++") > arms.index("buffer-sft")):
+            parser.error("buffer-sft learns the tasks of the trr++ run: list trr++ before it")
         runs: dict[str, list[dict[str, Any]]] = {
             "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json", settings)}]
         }
@@ -257,11 +297,17 @@ def main() -> None:
         )
         for seed in range(args.seeds):  # seeds outermost: a slowdown of the machine hits every arm alike
             for arm in arms:
-                result = (
-                    sft_arm(seed, args.minutes, settings, warm=warm, examples=examples, root=args.out)
-                    if arm == "sft"
-                    else selfplay_arm(arm, seed, args.minutes, settings, args.out, seed_tasks=seed_tasks)
-                )
+                if arm == "sft":
+                    result = sft_arm(
+                        arm, seed, args.minutes, settings, warm=warm, examples=examples, root=args.out
+                    )
+                elif arm == "buffer-sft":
+                    data = buffer_examples(Path(runs["trr++"][seed]["run"]), settings)
+                    result = sft_arm(
+                        arm, seed, args.minutes, settings, warm=warm, examples=data, root=args.out
+                    )
+                else:
+                    result = selfplay_arm(arm, seed, args.minutes, settings, args.out, seed_tasks=seed_tasks)
                 runs.setdefault(arm, []).append(result)
         summary = {name: summarise(rs) for name, rs in runs.items()}
         selfplay_runs = [Path(r["run"]) for name, rs in runs.items() if name in ARMS for r in rs]
