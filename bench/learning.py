@@ -225,12 +225,13 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
 def table(summary: dict[str, dict[str, tuple[float, float]]]) -> str:
     columns = [*TYPES, "overall", "format_errors", "valid_rate", "learnability_mean", "steps"]
     heads = ["deduction", "abduction", "induction", "overall", "format err", "valid", "learnab.", "steps"]
-    lines = [f"{'arm':<12}" + "".join(f"{h:>15}" for h in heads)]
+    lines = [f"{'arm':<12}" + "".join(f"{h:>17}" for h in heads)]
     for name, s in summary.items():
         cells = []
         for key in columns:
             mean, sd = s.get(key, (math.nan, math.nan))
-            cells.append(f"{'-':>15}" if math.isnan(mean) else f"{mean:>8.3f}+-{sd:<5.3f}")
+            cell = "-" if math.isnan(mean) else f"{mean:.3f}+-{sd:.3f}"
+            cells.append(f"{cell:>17}")  # wide enough for four-digit step counts, with a space between
         lines.append(f"{name:<12}" + "".join(cells))
     return "\n".join(lines)
 
