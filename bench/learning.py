@@ -58,10 +58,9 @@ from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffers
 from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.keys import Keys
-from azr.solver.prompts import solver_prompt
 from azr.trainer.models import load_tokenizer
 from azr.warmstart.build import build_warm_start, draw_examples
-from azr.warmstart.examples import Example, solve_completion
+from azr.warmstart.examples import Example, solve_example
 from azr.warmstart.train import SFTSchedule, lr_factor, tokenise, train
 
 AZR = [sys.executable, "-m", "azr"]
@@ -200,9 +199,7 @@ def buffer_examples(run: Path, settings: RunSettings) -> list[Example]:
         buffers = TaskBuffers(client, Keys(RedisConfig().prefix))
         tasks = [task for t in TaskType for task in buffers[t].newest(buffers[t].size())]
         client.close()
-    return [
-        Example(Role.SOLVE, t.type, solver_prompt(t, settings.roles), solve_completion(t), t) for t in tasks
-    ]
+    return [solve_example(t, settings.roles) for t in tasks]
 
 
 def spread(values: list[float]) -> tuple[float, float]:

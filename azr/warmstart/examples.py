@@ -76,12 +76,17 @@ def _wrap(think: str, answer: str) -> str:
     return f"<think> {think} </think> <answer>\n{answer}\n</answer>"
 
 
+def solve_example(task: Task, config: RolesConfig) -> Example:
+    """The solver's prompt for a labelled ``task`` and its gold answer."""
+    return Example(Role.SOLVE, task.type, solver_prompt(task, config), solve_completion(task), task)
+
+
 def examples_for(
     task: Task, pool: Sequence[Task], config: RolesConfig, rng: random.Random
 ) -> tuple[Example, Example]:
     """The solve and the propose example of a labelled ``task``; ``pool`` holds labelled tasks of the same
     type to draw proposer references from (``task`` itself is never its own reference)."""
-    solve = Example(Role.SOLVE, task.type, solver_prompt(task, config), solve_completion(task), task)
+    solve = solve_example(task, config)
     if task.type is TaskType.INDUCTION:
         request = ProposalRequest(TaskType.INDUCTION, (task,))
     else:

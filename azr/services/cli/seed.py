@@ -18,7 +18,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,17 +50,6 @@ class ApiError(Exception):
     """The API could not be reached, or failed in a way that says nothing about the seeds."""
 
 
-@dataclass
-class SendReport:
-    """What became of the seeds sent so far: counts by the API's status (``created``, ``exists``)."""
-
-    statuses: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def stored(self) -> int:
-        return sum(self.statuses.values())
-
-
 def seeds_from(tasks: Sequence[Task]) -> list[SeedIn]:
     """``tasks`` as request bodies, checked against the API's seed rules; every refusal is reported."""
     seeds, reasons = [], []
@@ -85,23 +73,24 @@ def send_seeds(
     batch: int,
     deadline: float,
     on_sent: Callable[[int], None] = lambda _: None,
-) -> SendReport:
+) -> Counter[str]:
     """POST ``seeds`` in requests of at most ``batch``, waiting out rate limits until ``deadline``
-    (``time.monotonic()``). Stops at the first refused request: ``SeedsRefusedError`` names the seeds by
-    their position in ``seeds`` and counts what earlier requests stored."""
-    report = SendReport()
+    (``time.monotonic()``); returns how many seeds got each status (``created``, ``exists``). Stops at the
+    first refused request: ``SeedsRefusedError`` names the seeds by their position in ``seeds`` and counts
+    what earlier requests stored."""
+    statuses: Counter[str] = Counter()
     for start in range(0, len(seeds), batch):
         chunk = seeds[start : start + batch]
         body = [seed.model_dump(mode="json", exclude_defaults=True) for seed in chunk]
         reply = _post(client, body, deadline)
         if reply.status_code == 422:
-            raise SeedsRefusedError(_refusals(reply, offset=start), stored=report.stored)
+            raise SeedsRefusedError(_refusals(reply, offset=start), stored=statuses.total())
         if reply.status_code not in (200, 201):
             raise ApiError(_failure(reply))
         for result in reply.json()["results"]:
-            report.statuses[result["status"]] += 1
+            statuses[result["status"]] += 1
         on_sent(len(chunk))
-    return report
+    return statuses
 
 
 def _post(client: httpx.Client, body: list[dict[str, Any]], deadline: float) -> httpx.Response:
@@ -192,7 +181,7 @@ def add(
         tqdm(total=len(seeds), unit="seed", desc="seeds", disable=None) as bar,
     ):
         try:
-            report = send_seeds(client, seeds, batch=batch, deadline=deadline, on_sent=bar.update)
+            statuses = send_seeds(client, seeds, batch=batch, deadline=deadline, on_sent=bar.update)
         except SeedsRefusedError as exc:
             console.print(f"[red]{file}: refused ({exc.stored} stored by earlier requests):[/red]")
             for reason in exc.reasons:
@@ -201,5 +190,5 @@ def add(
         except ApiError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from exc
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(report.statuses.items()))
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
     typer.echo(f"{file}: {len(seeds)} seed(s) stored ({counts})")
