@@ -11,6 +11,8 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
   - ``trr++``: the tiny preset as shipped (Task-Relative REINFORCE++, learnability reward);
   - ``reinforce++``: one global baseline instead of one per (role, task type);
   - ``constant``: every valid proposal earns the same reward instead of its learnability;
+  - ``demonstrations``: the preset, and each step the trainer also imitates the executor's gold answers
+    to ``DEMONSTRATIONS`` buffer tasks per type beside the RL loss (``selfplay.demonstrations``);
   - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
     start was trained on (``selfplay.propose=false`` and a ``selfplay.seed_tasks`` file of them), which
     separates what reinforcement learning does at this scale from what the proposer's curriculum does;
@@ -66,10 +68,13 @@ from azr.warmstart.train import SFTSchedule, lr_factor, tokenise, train
 AZR = [sys.executable, "-m", "azr"]
 RESULTS = Path(__file__).resolve().parent / "results"
 TYPES = [t.value for t in TaskType]
+DEMONSTRATIONS = 16
+"""Buffer tasks per type whose gold answers the ``demonstrations`` arm imitates each step."""
 ARMS: dict[str, list[str]] = {
     "trr++": [],
     "reinforce++": ["trainer.algo.estimator=reinforce++"],
     "constant": ["roles.propose_reward=constant"],
+    "demonstrations": [f"selfplay.demonstrations={DEMONSTRATIONS}"],
     "solver-rl": ["selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""

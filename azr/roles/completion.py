@@ -266,3 +266,8 @@ def fenced(kind: BlockKind, body: str) -> str:
     ticks = "`" * max(3, longest + 1)
     info = "" if kind is BlockKind.PLAIN else kind.value
     return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+def write_completion(think: str, answer: str) -> str:
+    """A completion as both roles' readers expect it: reasoning in ``<think>``, then the answer section."""
+    return f"<think> {think} </think> <answer>\n{answer}\n</answer>"

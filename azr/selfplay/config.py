@@ -65,6 +65,16 @@ class SelfPlayConfig(BaseModel):
         "executor, so they become solver experiences at no extra generation cost (n x B more per type "
         "and step). Off, as in the paper: they only rate the proposal.",
     )
+    demonstrations: int = Field(
+        default=0,
+        ge=0,
+        le=65_536,
+        description="Buffer tasks per task type, drawn uniformly each step, whose gold answers (the "
+        "executor's outputs, written as the solver writes an answer) the trainer imitates beside the RL "
+        "loss (weight trainer.algo.loss.imitation_coef). They need no generation: the executor computed "
+        "every buffer task's answer when it validated it. 0, as in the paper: the model learns from its own "
+        "samples only, one reward each.",
+    )
     steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
     max_minutes: float | None = Field(
         default=None,

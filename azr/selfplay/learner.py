@@ -71,6 +71,7 @@ TRAIN_KEYS = {
     "train/pg_loss": ("losses/pg_loss",),
     "train/entropy": ("losses/entropy",),
     "train/kl": ("losses/kl",),
+    "train/imitation_nll": ("losses/imitation_nll",),
     "train/clip_frac": ("losses/clipfrac_low", "losses/clipfrac_high"),
     "train/grad_norm": ("optim/grad_norm",),
     "perf/tokens_per_s": ("perf/tokens_per_s",),

@@ -4,9 +4,10 @@ Every key is present every step (zero when nothing happened), so a chart or a ``
 meets a missing series: per task type, in a run that proposes (``selfplay.propose``, the default; a run of
 the solver alone has no proposer series rather than a flat zero that reads as a proposer writing nothing
 valid) ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,complexity_mean}``,
-``solve/<type>/{count,accuracy,reward_mean,rollouts_trained}`` (``count`` counts answers, several per task
-with ``selfplay.solve_samples``; ``rollouts_trained`` counts the
-learnability rollouts trained as solver answers with ``train_rollouts``; they are not in the accuracy),
+``solve/<type>/{count,accuracy,reward_mean,rollouts_trained,demonstrations}`` (``count`` counts answers,
+several per task with ``selfplay.solve_samples``; ``rollouts_trained`` counts the learnability rollouts
+trained as solver answers with ``train_rollouts``, ``demonstrations`` the gold answers to imitate with
+``selfplay.demonstrations``; neither is in the accuracy),
 ``buffer/<type>/size``; in a run with the induction message check (and only there)
 ``propose/induction/{misleading_rate,message_gain_mean}`` (the share of checked valid proposals whose
 message misleads, and their mean solve rate with the message minus without it; 0 when none was checked);
@@ -111,6 +112,10 @@ class RoundMetrics:
         self._values[f"{prefix}/reward"].append(reward.value)
         self._counts[f"{prefix}/correct"] += reward.parts.get("role", 0.0) == 1.0
 
+    def demonstration(self, task_type: TaskType) -> None:
+        """A gold answer to a buffer task, for the trainer to imitate."""
+        self._counts[f"solve/{task_type.value}/demonstrations"] += 1
+
     def buffer_sizes(self, sizes: Mapping[TaskType, int]) -> None:
         for task_type, size in sizes.items():
             self._gauges[f"buffer/{task_type.value}/size"] = float(size)
@@ -134,6 +139,7 @@ class RoundMetrics:
                 f"{s}/accuracy": c[f"{s}/correct"] / solved if solved else 0.0,
                 f"{s}/reward_mean": _mean(v[f"{s}/reward"]),
                 f"{s}/rollouts_trained": c[f"{s}/rollouts_trained"],
+                f"{s}/demonstrations": c[f"{s}/demonstrations"],
                 f"buffer/{t.value}/size": self._gauges.get(f"buffer/{t.value}/size", 0.0),
             }
         if self.message_check and self.proposing:
@@ -152,5 +158,5 @@ class RoundMetrics:
             "perf/execute_s": c["perf/execute_s"],
             "perf/store_s": c["perf/store_s"],
         }
-        out |= {k: val for k, val in c.items() if k.endswith("/no_prompt")}
+        out |= {k: val for k, val in c.items() if k.endswith(("/no_prompt", "/demonstrations_too_long"))}
         return out

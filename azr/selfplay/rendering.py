@@ -32,6 +32,14 @@ class PromptRenderer:
             raise TypeError(f"the chat template rendered {type(rendered).__name__}, not text")
         return rendered
 
+    def completion_ids(self, text: str) -> list[int]:
+        """A completion the policy did not write (a demonstration) as the token ids it would sample:
+        the text's tokens, then the end-of-sequence token that ends generation."""
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("the tokenizer names no end-of-sequence token: a completion could never end")
+        return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]] + [int(eos)]
+
     def __call__(self, prompt: Prompt) -> list[int]:
         """The prompt's token ids (the chat template already holds any special tokens it needs)."""
         ids = self.tokenizer(self.text(prompt), add_special_tokens=self.prompt_format == "base")["input_ids"]

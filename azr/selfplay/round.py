@@ -12,7 +12,10 @@ For every task type t in (deduction, abduction, induction):
    more rollouts per valid induction proposal answer it with its message removed;
 4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
 5. shape every response's reward and turn it into an experience for the trainer; with
-   ``train_rollouts`` the learnability rollouts become solver experiences too.
+   ``train_rollouts`` the learnability rollouts become solver experiences too;
+6. with ``demonstrations`` D > 0: D tasks from t's buffer (uniformly), each with its gold answer in the
+   solver's format, as demonstrations for the trainer to imitate (no generation: the executor computed
+   the answers when it validated the tasks).
 
 With the message check, an induction task joins its buffer at the end of the round, once its rollouts
 have shown whether its message misleads (then it joins without it); it is solved from the next round on.
@@ -32,7 +35,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from azr.core.experience import Experience
+import numpy as np
+
+from azr.core.experience import Experience, ExperienceKind
 from azr.core.task import Role, Task, TaskType, TaskUse
 from azr.executor.jobs import Judgement, Validation
 from azr.proposer.parsing import parse_proposal
@@ -53,6 +58,7 @@ from azr.selfplay.config import SelfPlayConfig
 from azr.selfplay.metrics import RoundMetrics
 from azr.selfplay.protocols import Executor, ExperienceSink, Generator, TaskStore
 from azr.selfplay.rendering import PromptRenderer
+from azr.solver.gold import gold_completion
 from azr.solver.parsing import Answer, parse_answer
 from azr.solver.prompts import solver_prompt
 from azr.solver.rewards import solve_outcome, solver_reward
@@ -146,6 +152,7 @@ class SelfPlayRound:
         sink: ExperienceSink,
         render: PromptRenderer,
         temperature: float,
+        max_response_tokens: int,
         run_id: str,
     ) -> None:
         self.config = config
@@ -156,6 +163,8 @@ class SelfPlayRound:
         self.sink = sink
         self.render = render
         self.temperature = temperature
+        self.max_response_tokens = max_response_tokens
+        """The sampler's limit: a demonstration longer than any response it can write is not imitated."""
         self.run_id = run_id
         self.rng = random.Random(config.seed)
 
@@ -175,6 +184,7 @@ class SelfPlayRound:
         metrics.time("store_s", start)
         solves = await self._rollouts_and_solves(proposals, metrics)
         experiences = self._experiences(step, policy_version, proposals, solves, metrics)
+        experiences += self._demonstrations(step, policy_version, metrics)
         late_tasks = [t for p, w in zip(proposals, waits, strict=True) if w and (t := p.buffered_task)]
         new_tasks += late_tasks
         start = time.perf_counter()
@@ -367,6 +377,36 @@ class SelfPlayRound:
                 reward=reward,
                 task_id=s.task.id,
             )
+        return out
+
+    def _demonstrations(self, step: int, policy_version: int, metrics: RoundMetrics) -> list[Experience]:
+        """Gold answers to ``demonstrations`` buffer tasks per type, as experiences to imitate."""
+        out: list[Experience] = []
+        if not self.config.demonstrations:
+            return out
+        for task_type in TaskType:
+            for task in self.store.sample(task_type, self.config.demonstrations):
+                prompt_ids = self.solver_prompt_ids(task)
+                response_ids = self.render.completion_ids(gold_completion(task))
+                if prompt_ids is None or len(response_ids) > self.max_response_tokens:
+                    metrics.count(f"solve/{task_type.value}/demonstrations_too_long")
+                    continue
+                metrics.demonstration(task_type)
+                out.append(
+                    Experience(
+                        id=f"{self.run_id}-{step:07d}-demonstration-{task_type.value}-{uuid.uuid4().hex[:12]}",
+                        run_id=self.run_id,
+                        policy_version=policy_version,
+                        role=Role.SOLVE,
+                        task_type=task_type,
+                        prompt_ids=np.asarray(prompt_ids, dtype=np.int32),
+                        response_ids=np.asarray(response_ids, dtype=np.int32),
+                        behaviour_logprobs=np.zeros(len(response_ids), dtype=np.float32),
+                        reward=1.0,  # what a correct answer earns; the trainer imitates rather than weighs it
+                        task_id=task.id,
+                        kind=ExperienceKind.DEMONSTRATION,
+                    )
+                )
         return out
 
     def _rollout_solves(self, proposals: Sequence[Proposal]) -> list[Solve]:

@@ -10,6 +10,10 @@ Every per-token tensor is aligned with ``input_ids``, as ``azr.trainer.logprobs.
 returns its log-probs: column t holds the score of token t, so ``response_mask`` marks the columns whose
 log-probs the loss uses and the behaviour log-probs sit in exactly those columns.
 
+A row is either sampled (the policy wrote the response; the loss reinforces it by its advantage) or a
+demonstration (the executor's gold answer; the loss imitates it). ``sampled_mask`` and
+``demonstration_mask`` split ``response_mask`` between the two.
+
 Why right padding: every row starts at column 0, so a sub-batch is trimmed to its longest row by keeping
 the first columns, and every pad query still has real tokens before it to attend to (left padding gives
 pad rows nothing to attend to, which some attention kernels turn into NaNs). Positions come from the
@@ -27,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from azr.core.experience import Experience
+from azr.core.experience import Experience, ExperienceKind
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class TrainingBatch:
     behaviour_logprobs: Tensor  # (N, L) float32, the sampler's log-probs on response tokens, 0 elsewhere
     rewards: Tensor  # (N,) float32
     lengths: Tensor  # (N,) int64, prompt + response tokens
+    demonstration: Tensor  # (N,) bool, True where the response is a demonstration to imitate
     groups: tuple[tuple[str, str], ...]
     """(role, task type) of each row: the groups TRR++ whitens within."""
     prompt_groups: tuple[str, ...]
@@ -54,8 +59,30 @@ class TrainingBatch:
         return int(self.input_ids.shape[0])
 
     @property
+    def sampled_mask(self) -> Tensor:
+        """(N, L) the response tokens of sampled rows: those the policy loss reinforces."""
+        return self.response_mask * ~self.demonstration[:, None]
+
+    @property
+    def demonstration_mask(self) -> Tensor:
+        """(N, L) the response tokens of demonstrations: those the imitation loss scores."""
+        return self.response_mask * self.demonstration[:, None]
+
+    @property
     def response_tokens(self) -> int:
         return int(self.response_mask.sum().item())
+
+    @property
+    def sampled_tokens(self) -> int:
+        return int(self.sampled_mask.sum().item())
+
+    @property
+    def demonstration_tokens(self) -> int:
+        return int(self.demonstration_mask.sum().item())
+
+    def rows(self, *, demonstration: bool) -> list[int]:
+        """The indices of the demonstrations, or of the sampled rows."""
+        return (self.demonstration == demonstration).nonzero().flatten().tolist()
 
     def with_(
         self,
@@ -141,20 +168,23 @@ def collate(experiences: Sequence[Experience], pad_token_id: int) -> TrainingBat
         behaviour_logprobs=torch.from_numpy(behaviour),
         rewards=torch.tensor([e.reward for e in experiences], dtype=torch.float32),
         lengths=torch.tensor(lengths, dtype=torch.long),
+        demonstration=torch.tensor([e.kind is ExperienceKind.DEMONSTRATION for e in experiences]),
         groups=tuple(e.group for e in experiences),
         prompt_groups=tuple(hashlib.sha1(e.prompt_ids.tobytes()).hexdigest() for e in experiences),
     )
 
 
-def mini_batches(num_rows: int, count: int, generator: torch.Generator | None) -> list[list[int]]:
-    """Row indices of ``count`` consecutive mini-batches of near-equal size (some empty if rows are few).
+def mini_batches(rows: Sequence[int], count: int, generator: torch.Generator | None) -> list[list[int]]:
+    """``rows`` cut into ``count`` consecutive mini-batches of near-equal size (some empty if rows are few).
 
     With a generator the rows are permuted first, so that each mini-batch mixes all (role, type) groups
     rather than holding one or two of them. Every rank cuts its own rows into the same ``count``, so
     that all ranks take the same number of optimizer steps.
     """
-    order = torch.randperm(num_rows, generator=generator) if generator is not None else torch.arange(num_rows)
-    return [chunk.tolist() for chunk in torch.tensor_split(order, count)]
+    order = (
+        torch.randperm(len(rows), generator=generator) if generator is not None else torch.arange(len(rows))
+    )
+    return [[rows[i] for i in chunk.tolist()] for chunk in torch.tensor_split(order, count)]
 
 
 def shard(experiences: Sequence[Experience], rank: int, world_size: int) -> list[Experience]:

@@ -55,8 +55,8 @@ class TrainerConfig(BaseModel):
     ppo_epochs: int = Field(default=1, ge=1)
     """Passes over each training batch (paper: 1)."""
     mini_batch_size: int = Field(default=128, ge=1)
-    """Responses per optimizer step over all ranks (paper: 128); a batch of 6 x 64 responses makes three
-    steps."""
+    """Responses per optimizer step over all ranks, demonstrations included (paper: 128); a batch of
+    6 x 64 responses makes three steps."""
     micro_batch_size: int = Field(default=8, ge=1)
     """Most responses in one forward/backward pass; gradients accumulate exactly over micro-batches."""
     micro_batch_max_tokens: int | None = Field(default=DEFAULT_MICRO_BATCH_MAX_TOKENS, ge=1)

@@ -1,4 +1,5 @@
-"""The PPO-clipped policy loss with entropy bonus and optional KL to a reference model.
+"""The PPO-clipped policy loss with entropy bonus and optional KL to a reference model, and the imitation
+loss of demonstrations.
 
 Based on PPO (Schulman et al., 2017) as used by AZR (one PPO epoch, clip 0.2, entropy coefficient 0.001,
 no KL by default; paper Table 3), with the asymmetric clip range of DAPO (Yu et al., 2025), the dual clip
@@ -9,6 +10,13 @@ Per response token t, with ratio rho_t = pi(a_t) / pi_old(a_t) and advantage A_t
     l_t = max(-A_t rho_t, -A_t clip(rho_t, 1 - clip_low, 1 + clip_high))
     l_t = min(l_t, -A_t dual_clip)                  if dual_clip is set and A_t < 0
     L   = sum_t mask_t (l_t - entropy_coef H_t + kl_coef KL_t) / token_count
+
+Demonstrations (the executor's gold answers, ``ExperienceKind.DEMONSTRATION``) are not sampled from the
+policy, so they have no advantage, ratio or KL estimate: they are imitated, by their negative
+log-likelihood, averaged over their own tokens and weighted by ``imitation_coef``:
+
+    L_imitation = -sum_t d_t log pi(a_t) / demonstration_token_count
+    L_step      = L + imitation_coef L_imitation
 
 Departures, and why:
 
@@ -64,6 +72,9 @@ class LossConfig(BaseModel):
     and k3 both take k2's gradient (the one of KL(pi || pi_ref)); k1 is refused there."""
     kl_in: KLPlacement = "loss"
     """Where the KL goes: a penalty in the loss, or subtracted from the token rewards before advantages."""
+    imitation_coef: float = Field(default=1.0, gt=0.0)
+    """Weight of the imitation loss (mean negative log-likelihood per demonstration token) beside the
+    policy loss; it acts only on batches that hold demonstrations (``selfplay.demonstrations`` > 0)."""
     tis_cap: float | None = Field(default=None, gt=1.0)
     """Truncated importance sampling: weight each token's loss by min(pi_old / pi_behaviour, tis_cap),
     correcting for the sampler's numeric and staleness mismatch; None: off (e.g. 2.0 when on)."""
@@ -145,6 +156,18 @@ def clipped_surrogate(ratio: Tensor, advantages: Tensor, cfg: LossConfig) -> Ten
 def token_mean(x: Tensor, mask: Tensor, token_count: float) -> Tensor:
     """Sum of x over masked tokens divided by the batch-wide token count."""
     return torch.where(mask.bool(), x, 0.0).sum() / token_count
+
+
+def imitation_loss(logprobs: Tensor, mask: Tensor, *, token_count: float) -> Tensor:
+    """Negative log-likelihood of the masked (demonstration) tokens, summed and divided by the
+    mini-batch's ``token_count``, so that micro-batch losses sum to the mini-batch's mean."""
+    if logprobs.shape != mask.shape:
+        raise ValueError(f"logprobs {tuple(logprobs.shape)} and mask {tuple(mask.shape)} must match")
+    if not token_count > 0:
+        raise ValueError(
+            f"token_count must be the (positive) number of demonstration tokens, got {token_count}"
+        )
+    return token_mean(-logprobs, mask, token_count)
 
 
 def policy_loss(

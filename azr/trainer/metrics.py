@@ -34,12 +34,16 @@ def mismatch_metrics(trainer: Tensor, behaviour: Tensor, mask: Tensor) -> dict[s
 
 @torch.no_grad()
 def group_metrics(batch: TrainingBatch) -> dict[str, float]:
-    """Reward and advantage statistics per (role, task type) group, and over the batch."""
+    """Reward and advantage statistics of the sampled rows, per (role, task type) group and over the
+    batch, and the count of demonstrations (which have neither)."""
     assert batch.advantages is not None
-    out = {"rewards/mean": float(batch.rewards.mean())}
+    sampled = batch.rows(demonstration=False)
+    out = {"batch/demonstrations": float(batch.num_rows - len(sampled))}
+    if sampled:
+        out["rewards/mean"] = float(batch.rewards[sampled].mean())
     rows: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, g in enumerate(batch.groups):
-        rows[g].append(i)
+    for i in sampled:
+        rows[batch.groups[i]].append(i)
     for (role, task_type), index in sorted(rows.items()):
         r = batch.rewards[index]  # (n,)
         m = batch.response_mask[index].bool()  # (n, L)

@@ -6,12 +6,15 @@ For a batch of N experiences (AZR: 6 sub-batches, role x task type, of B each), 
    reward or an over-long sequence refuses the whole step before anything changes;
 2. ``_prepare``: before any update, the old log-probs of the PPO ratio (by default recomputed here, as
    veRL does), the truncated importance weights against the sampler's log-probs (when enabled), the
-   reference log-probs (when the KL is on), and the advantages over the *global* batch (TRR++: whitened
-   per (role, type) group, with the groups' statistics taken over all ranks);
-3. ``_optimize``: PPO epochs x mini-batches x micro-batches. Each micro-batch loss is a token-mean over
-   the response tokens of its whole mini-batch on all ranks, so the accumulated and rank-averaged
-   gradient is exactly that of the mini-batch, and one optimizer step is taken per mini-batch. Every rank
-   runs the same number of mini- and micro-batches (fillers that carry no tokens make up the difference);
+   reference log-probs (when the KL is on), and the advantages over the *global* batch's sampled rows
+   (TRR++: whitened per (role, type) group, with the groups' statistics taken over all ranks);
+3. ``_optimize``: PPO epochs x mini-batches x micro-batches, one mini-batch per ``mini_batch_size``
+   responses. Sampled rows and demonstrations (when the batch holds any) are each shared out evenly over
+   the mini-batches, so that every optimizer step both reinforces and imitates. Each micro-batch loss is
+   a token-mean over the sampled (for the imitation term: the demonstration) tokens of its whole
+   mini-batch on all ranks, so the accumulated and rank-averaged gradient is exactly that of the
+   mini-batch, and one optimizer step is taken per mini-batch. Every rank runs the same number of mini-
+   and micro-batches (fillers that carry no tokens make up the difference);
 4. policy version + 1.
 
 The math lives in ``advantages`` / ``algorithms`` (estimators), ``losses`` (the PPO objective) and
@@ -42,7 +45,7 @@ from azr.trainer.checkpoint import TrainerState, load_checkpoint, save_checkpoin
 from azr.trainer.config import TrainerConfig
 from azr.trainer.engines import make_engine
 from azr.trainer.logprobs import sequence_logprobs
-from azr.trainer.losses import kl_estimate, policy_loss
+from azr.trainer.losses import imitation_loss, kl_estimate, policy_loss
 from azr.trainer.metrics import (
     combine_micro_metrics,
     group_metrics,
@@ -135,7 +138,8 @@ class Trainer:
         old, is_weights = batch.behaviour_logprobs, None  # (N, L)
         if self.cfg.old_logprobs == "recompute":
             old = self._score(batch, self._policy_scorer)
-            metrics |= mismatch_metrics(old, batch.behaviour_logprobs, batch.response_mask)
+            if batch.sampled_tokens > 0:  # a demonstration's behaviour log-probs are not a sampler's
+                metrics |= mismatch_metrics(old, batch.behaviour_logprobs, batch.sampled_mask)
             if loss_cfg.tis_cap is not None:
                 log_w = (old - batch.behaviour_logprobs) * batch.response_mask  # (N, L) log pi_old / pi_b
                 is_weights = log_w.exp().clamp(max=loss_cfg.tis_cap)  # (N, L)
@@ -148,14 +152,26 @@ class Trainer:
         return batch, metrics | group_metrics(batch)
 
     def _advantages(self, batch: TrainingBatch, kl: Tensor | None) -> Tensor:
-        """(N, L) advantages of this rank's rows, computed over the rows of all ranks.
+        """(N, L) advantages of this rank's sampled rows, computed over the sampled rows of all ranks;
+        0 on demonstrations, which are imitated and never enter a baseline.
 
         Each rank gathers every rank's rewards, group labels, response masks (and token KL), computes the
         advantages of the global batch the way one process would, and keeps its own rows: TRR++'s
         per-group mean and deviation, and GRPO's per-prompt ones, are those of the whole batch.
         """
-        mine = (batch.rewards.cpu(), batch.response_mask.cpu(), batch.groups, batch.prompt_groups)
-        parts = ranks.gather_objects((*mine, None if kl is None else kl.cpu()))
+        rows = batch.rows(demonstration=False)
+        index = torch.as_tensor(rows, dtype=torch.long, device=batch.rewards.device)
+        mine = (
+            batch.rewards[index].cpu(),
+            batch.response_mask[index].cpu(),
+            [batch.groups[i] for i in rows],
+            [batch.prompt_groups[i] for i in rows],
+            None if kl is None else kl[index].cpu(),
+        )
+        parts = ranks.gather_objects(mine)
+        out = torch.zeros_like(batch.response_mask)  # (N, L)
+        if sum(len(p[2]) for p in parts) == 0:
+            return out
         width = max(p[1].shape[1] for p in parts)
 
         def cat(i: int) -> Tensor:
@@ -170,17 +186,23 @@ class Trainer:
             kl=None if kl is None else cat(4),
         )  # (N_all, L_all)
         first = sum(p[0].shape[0] for p in parts[: ranks.rank()])
-        mine_only = advantages[first : first + batch.num_rows, : batch.input_ids.shape[1]]  # (N, L)
-        return mine_only.to(self.device)
+        out[index] = advantages[first : first + len(rows), : out.shape[1]].to(out)  # (n_sampled, L)
+        return out
 
     def _optimize(self, batch: TrainingBatch) -> dict[str, float]:
         """PPO epochs x mini-batches, one optimizer step each; metrics averaged over the steps."""
+        sampled, demonstrations = batch.rows(demonstration=False), batch.rows(demonstration=True)
         count = math.ceil(ranks.sum_over_ranks(batch.num_rows) / self.cfg.mini_batch_size)
         per_step: list[dict[str, float]] = []
         first = True
         for _ in range(self.cfg.ppo_epochs):
             shuffle = self.generator if self.cfg.shuffle else None
-            for rows in mini_batches(batch.num_rows, count, shuffle):
+            cuts = zip(
+                mini_batches(sampled, count, shuffle),
+                mini_batches(demonstrations, count, shuffle),
+                strict=True,
+            )
+            for rows in (s + d for s, d in cuts):
                 step_metrics = self._mini_batch_step(batch, rows)
                 if step_metrics is None:  # no rank holds a row of this mini-batch
                     continue
@@ -196,20 +218,22 @@ class Trainer:
     def _mini_batch_step(self, batch: TrainingBatch, rows: list[int]) -> dict[str, float] | None:
         """Accumulate the micro-batch gradients of one mini-batch and take one optimizer step.
 
-        The loss of each micro-batch is divided by (response tokens of the mini-batch on all ranks) / W:
-        the engines average gradients over the W ranks, which makes the sum over ranks exact.
+        The policy loss of each micro-batch is divided by (sampled tokens of the mini-batch on all ranks)
+        / W, and its imitation loss by (demonstration tokens of the mini-batch on all ranks) / W: the
+        engines average gradients over the W ranks, which makes the sum over ranks exact.
         """
         mini = batch.select(rows) if rows else None
         world = ranks.world_size()
-        token_count = ranks.sum_over_ranks(0.0 if mini is None else mini.response_tokens) / world
-        if token_count == 0:
+        token_count = ranks.sum_over_ranks(0.0 if mini is None else mini.sampled_tokens) / world
+        demo_count = ranks.sum_over_ranks(0.0 if mini is None else mini.demonstration_tokens) / world
+        if token_count == 0 and demo_count == 0:
             return None
         micro = self._micro_batches(mini)
         count = ranks.max_over_ranks(len(micro))
         filler = batch.select([0]).without_tokens()
         loss_cfg = self.cfg.algo.loss
         parts: list[dict[str, float]] = []
-        total = 0.0
+        total = imitation_total = 0.0
         for i in range(count):
             mb = mini.select(micro[i]) if mini is not None and i < len(micro) else filler
             assert mb.old_logprobs is not None and mb.advantages is not None, "prepare the batch first"
@@ -221,24 +245,33 @@ class Trainer:
                 with_entropy=loss_cfg.entropy_coef > 0,
                 score_mask=mb.response_mask if self.cfg.response_only_lm_head else None,
             )  # (n, l)
-            out = policy_loss(
-                logprobs,
-                mb.old_logprobs,
-                mb.advantages,
-                mb.response_mask,
-                loss_cfg,
-                token_count=token_count,
-                entropy=entropy,
-                ref_logprobs=mb.ref_logprobs,
-                is_weights=mb.is_weights,
-            )
-            self.engine.backward(out.loss)
-            total += float(out.loss.detach())
-            if mb is not filler:
-                parts.append(out.metrics)
+            loss = torch.zeros((), device=logprobs.device)
+            if token_count > 0:
+                out = policy_loss(
+                    logprobs,
+                    mb.old_logprobs,
+                    mb.advantages,
+                    mb.sampled_mask,
+                    loss_cfg,
+                    token_count=token_count,
+                    entropy=entropy,
+                    ref_logprobs=mb.ref_logprobs,
+                    is_weights=mb.is_weights,
+                )
+                loss = out.loss
+                if mb.sampled_tokens > 0:
+                    parts.append(out.metrics)
+            if demo_count > 0:
+                nll = imitation_loss(logprobs, mb.demonstration_mask, token_count=demo_count)
+                loss = loss + loss_cfg.imitation_coef * nll
+                imitation_total += float(nll.detach())
+            self.engine.backward(loss)
+            total += float(loss.detach())
         lr = self.engine.lr
         grad_norm = self.engine.step()
         local = combine_micro_metrics(parts) if parts else {}
+        if demo_count > 0:
+            local["losses/imitation_nll"] = ranks.sum_over_ranks(imitation_total) / world
         return local | {
             "losses/loss": ranks.sum_over_ranks(total) / world,
             "optim/grad_norm": grad_norm,
@@ -246,26 +279,30 @@ class Trainer:
             "optim/micro_batches": float(count),
         }
 
-    def _micro_batches(self, mini: TrainingBatch | None) -> list[list[int]]:
+    def _micro_batches(
+        self, mini: TrainingBatch | None, rows: Sequence[int] | None = None
+    ) -> list[list[int]]:
+        """``rows`` of ``mini`` (all of them by default) packed into micro-batches."""
         if mini is None:
             return []
+        rows = range(mini.num_rows) if rows is None else rows
+        if not rows:
+            return []
         return micro_batches(
-            range(mini.num_rows),
-            mini.lengths,
-            max_rows=self.cfg.micro_batch_size,
-            max_tokens=self.cfg.micro_batch_max_tokens,
+            rows, mini.lengths, max_rows=self.cfg.micro_batch_size, max_tokens=self.cfg.micro_batch_max_tokens
         )
 
     # -- scoring ----------------------------------------------------------------------------------------
 
     @torch.no_grad()
     def _score(self, batch: TrainingBatch, scorer: Scorer) -> Tensor:
-        """(N, L) log-probs of the response tokens, micro-batch by micro-batch, without gradients.
+        """(N, L) log-probs of the sampled rows' response tokens, micro-batch by micro-batch, without
+        gradients; 0 on demonstrations, whose loss needs neither old nor reference log-probs.
 
         Every rank runs the same number of forward passes: ZeRO-3 gathers weights collectively in each.
         """
         out = torch.zeros_like(batch.response_mask)  # (N, L)
-        groups = self._micro_batches(batch)
+        groups = self._micro_batches(batch, batch.rows(demonstration=False))
         filler = batch.select([0]).without_tokens()
         for i in range(ranks.max_over_ranks(len(groups))):
             if i >= len(groups):
@@ -273,7 +310,7 @@ class Trainer:
                 continue
             mb = batch.select(groups[i])
             out[groups[i], : mb.input_ids.shape[1]] = scorer(mb)
-        return out * batch.response_mask
+        return out * batch.sampled_mask
 
     def _policy_scorer(self, mb: TrainingBatch) -> Tensor:
         logprobs, _ = self.engine.forward_logprobs(

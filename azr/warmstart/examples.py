@@ -12,12 +12,8 @@ From one labelled task (program, inputs, gold outputs computed by the executor) 
 Every completion ends with a short ``<think>`` section that restates the question (no reasoning text
 is invented) and the answer in fenced blocks rendered by ``azr.roles.completion.fenced``, so that the
 roles' own parsers read it back exactly; ``azr.warmstart.data`` checks that they do, and that the
-executor accepts every answer and every proposal.
-
-A solver's ``<think>`` copies the given value (deduction's input, abduction's output) on a line of its
-own, as the prompt's fenced block holds it: the copy then has the same tokens as its source. Written
-inline, as ``f([3])``, the byte-level pre-tokenizer merges punctuation runs (``([``, ``])``), so the
-copy's tokens differ from the prompt's and a tiny model has to learn a translation before it can copy.
+executor accepts every answer and every proposal. The solver's completion is ``azr.solver.gold``'s, the
+one self-play's demonstrations imitate.
 """
 
 from __future__ import annotations
@@ -28,9 +24,10 @@ from dataclasses import dataclass
 
 from azr.core.task import Role, Task, TaskType
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
-from azr.roles.completion import BlockKind, fenced
+from azr.roles.completion import BlockKind, fenced, write_completion
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
+from azr.solver.gold import gold_completion
 from azr.solver.prompts import solver_prompt
 
 MAX_REFERENCES = 2
@@ -52,33 +49,18 @@ class Example:
     """The proposal request the prompt was built from (propose examples only)."""
 
 
-def solve_completion(task: Task) -> str:
-    """The gold answer to ``task`` in the solver's format."""
-    if task.type is TaskType.DEDUCTION:
-        think, answer = f"\n{task.inputs[0]}\n", fenced(BlockKind.OUTPUT, task.outputs[0])
-    elif task.type is TaskType.ABDUCTION:
-        think, answer = f"\n{task.outputs[0]}\n", fenced(BlockKind.INPUT, task.inputs[0])
-    else:
-        think, answer = task.message, fenced(BlockKind.PYTHON, task.program)
-    return _wrap(think, answer)
-
-
 def propose_completion(task: Task) -> str:
     """``task`` written as the proposer's answer: program and input, or induction inputs and message."""
     if task.type is TaskType.INDUCTION:
         blocks = [fenced(BlockKind.INPUT, i) for i in task.inputs]
-        return _wrap(task.message, "\n".join([*blocks, fenced(BlockKind.MESSAGE, task.message)]))
+        return write_completion(task.message, "\n".join([*blocks, fenced(BlockKind.MESSAGE, task.message)]))
     answer = f"{fenced(BlockKind.PYTHON, task.program)}\n{fenced(BlockKind.INPUT, task.inputs[0])}"
-    return _wrap("a new program and input", answer)
-
-
-def _wrap(think: str, answer: str) -> str:
-    return f"<think> {think} </think> <answer>\n{answer}\n</answer>"
+    return write_completion("a new program and input", answer)
 
 
 def solve_example(task: Task, config: RolesConfig) -> Example:
     """The solver's prompt for a labelled ``task`` and its gold answer."""
-    return Example(Role.SOLVE, task.type, solver_prompt(task, config), solve_completion(task), task)
+    return Example(Role.SOLVE, task.type, solver_prompt(task, config), gold_completion(task), task)
 
 
 def examples_for(

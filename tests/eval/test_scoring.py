@@ -20,8 +20,8 @@ from azr.eval.suites import load_suite, parse_task_lines, task_line, without_mes
 from azr.executor.pool import ExecutorPool
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
+from azr.solver.gold import gold_completion
 from azr.solver.prompts import solver_prompt
-from azr.warmstart.examples import solve_completion
 
 CONFIG = RolesConfig()
 
@@ -57,7 +57,7 @@ def _score(tasks: Sequence[Task], answers: dict[str, list[str]]) -> EvalReport:
 
 def test_counts_of_right_wrong_malformed_and_invalid() -> None:
     seeds = {t: zero_seed(t) for t in TaskType}
-    gold = {t: solve_completion(s) for t, s in seeds.items()}
+    gold = {t: gold_completion(s) for t, s in seeds.items()}
     broken = Task(type=TaskType.DEDUCTION, program="def f(x):\n    return 1 / 0", inputs=("1",))
     wrong_deduction = "<think> </think> <answer>\n```output\n'Goodbye'\n```\n</answer>"
     answers = {
@@ -82,12 +82,12 @@ def test_counts_of_right_wrong_malformed_and_invalid() -> None:
 def test_the_answers_keep_each_response_with_its_verdict_and_read_back_as_tasks() -> None:
     seed = zero_seed(TaskType.DEDUCTION)
     wrong = "<think> </think> <answer>\n```output\n'Goodbye'\n```\n</answer>"
-    report = _score([seed], {seed.id: [solve_completion(seed), wrong]})
+    report = _score([seed], {seed.id: [gold_completion(seed), wrong]})
     (answers,) = report.answers
     line = json.loads(json.dumps(answers.to_dict()))
     assert line["correct"] == 1
     assert [(r["text"], r["correct"], r["format_error"]) for r in line["responses"]] == [
-        (solve_completion(seed), True, None),
+        (gold_completion(seed), True, None),
         (wrong, False, None),
     ]
     assert line["task"]["outputs"] == list(answers.task.outputs) and answers.task.outputs

@@ -90,6 +90,7 @@ def make_round(
     train_rollouts: bool = False,
     propose: bool = True,
     solve_samples: int = 1,
+    demonstrations: int = 0,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
     """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
     prompts)."""
@@ -103,6 +104,7 @@ def make_round(
             train_rollouts=train_rollouts,
             propose=propose,
             solve_samples=solve_samples,
+            demonstrations=demonstrations,
         ),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
@@ -111,6 +113,7 @@ def make_round(
         sink=StreamSink(stream),
         render=PromptRenderer(tokenizer, "chat"),
         temperature=1.0,
+        max_response_tokens=256,
         run_id="test",
     )
     return round_, buffers, stream

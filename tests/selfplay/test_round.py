@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import redis
 from transformers import PreTrainedTokenizerBase
 
+from azr.core.experience import ExperienceKind
 from azr.core.task import Origin, Role, Task, TaskType, TaskUse, zero_seed
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobResult, Judgement, Validation
@@ -23,6 +25,7 @@ from azr.selfplay.local import SamplerGenerator
 from azr.selfplay.seeding import SeedTasksError, add_seed_tasks, seed_buffers
 from azr.services.store.keys import Keys
 from azr.services.store.metrics import Counters, task_use
+from azr.solver.parsing import Answer, parse_answer
 from tests.selfplay.conftest import ScriptedGenerator, make_round
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -161,6 +164,64 @@ async def test_train_rollouts_turns_the_learnability_rollouts_into_solver_experi
     assert m["propose/deduction/learnability_mean"] == 0.5
     assert m["solve/deduction/accuracy"] == 1.0 and m["solve/deduction/count"] == 1
     assert m["solve/deduction/rollouts_trained"] == 2 and m["solve/abduction/rollouts_trained"] == 0
+
+
+async def test_demonstrations_are_the_executors_gold_answers_to_buffer_tasks(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Two per type, drawn from the buffers as the round leaves them (deduction: the zero seed and the new
+    doubling task; abduction and induction: the zero seed only). Each is the solver's prompt for its task
+    answered in the solver's format with what the executor computed, which the executor judges correct;
+    the round's own answers and rewards are what they were without them."""
+    generator = ScriptedGenerator(tokenizer, script)
+    round_, _, stream = make_round(
+        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, demonstrations=2
+    )
+    result = await round_.run(step=0, policy_version=4)
+
+    demonstrations = [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
+    assert Counter(e.task_type for e in demonstrations) == {
+        TaskType.DEDUCTION: 2,
+        TaskType.ABDUCTION: 1,
+        TaskType.INDUCTION: 1,
+    }
+    (new,) = result.new_tasks
+    tasks = {t.id: t for task_type in TaskType for t in round_.store.sample(task_type, 10)}
+    assert new.id in {e.task_id for e in demonstrations}
+    for e in demonstrations:
+        task = tasks[e.task_id]
+        assert (e.role, e.policy_version, e.behaviour_logprobs.any()) == (Role.SOLVE, 4, False)
+        assert e.prompt_ids.tolist() == round_.solver_prompt_ids(task)
+        assert e.response_ids[-1] == tokenizer.eos_token_id
+        text = tokenizer.decode(e.response_ids, skip_special_tokens=True)
+        parsed = parse_answer(text, task.type, round_.roles)
+        assert isinstance(parsed, Answer), parsed
+        judgement = await pool.check(task, parsed.text)
+        assert judgement.correct, (task, parsed.text)
+
+    sampled = [e for e in result.experiences if e.kind is ExperienceKind.SAMPLED]
+    assert len(sampled) == 6 and stream.waiting() == len(result.experiences) == 10
+    m = result.metrics
+    assert (m["solve/deduction/demonstrations"], m["solve/induction/demonstrations"]) == (2, 1)
+    assert m["solve/deduction/count"] == 1 and m["solve/deduction/accuracy"] == 1.0
+
+
+async def test_a_demonstration_longer_than_any_sampled_response_is_not_imitated(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    round_, _, _ = make_round(
+        executor=pool,
+        generator=ScriptedGenerator(tokenizer, script),
+        client=client,
+        keys=keys,
+        tokenizer=tokenizer,
+        demonstrations=1,
+    )
+    round_.max_response_tokens = 8  # shorter than every gold completion
+    result = await round_.run(step=0, policy_version=0)
+    assert not [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
+    assert result.metrics["solve/abduction/demonstrations_too_long"] == 1
+    assert result.metrics["solve/abduction/demonstrations"] == 0
 
 
 async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(

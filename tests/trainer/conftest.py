@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from azr.core.experience import Experience
+from azr.core.experience import Experience, ExperienceKind
 from azr.core.task import Role, TaskType
 from azr.trainer.batch import collate
 from azr.trainer.config import TrainerConfig
@@ -37,8 +37,11 @@ def make_config(tiny_model_dir: Path) -> Callable[..., TrainerConfig]:
     return make
 
 
-def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -> list[Experience]:
-    """``per_group`` experiences in each of the six (role, task type) groups, varied lengths and rewards."""
+def random_experiences(
+    per_group: int = 2, *, seed: int = 0, vocab: int = 700, demonstrations: int = 0
+) -> list[Experience]:
+    """``per_group`` experiences in each of the six (role, task type) groups, varied lengths and rewards,
+    then ``demonstrations`` solver demonstrations (task types in turn)."""
     rng = np.random.default_rng(seed)
     out = []
     for role in Role:
@@ -58,6 +61,22 @@ def random_experiences(per_group: int = 2, *, seed: int = 0, vocab: int = 700) -
                         reward=float(rng.choice([-1.0, -0.5, 0.0, 1.0])),
                     )
                 )
+    for k in range(demonstrations):
+        prompt_len, response_len = int(rng.integers(4, 24)), int(rng.integers(2, 16))
+        out.append(
+            Experience(
+                id=f"demonstration-{k}",
+                run_id="test",
+                policy_version=0,
+                role=Role.SOLVE,
+                task_type=list(TaskType)[k % len(TaskType)],
+                prompt_ids=rng.integers(3, vocab, prompt_len, dtype=np.int32),
+                response_ids=rng.integers(3, vocab, response_len, dtype=np.int32),
+                behaviour_logprobs=np.zeros(response_len, dtype=np.float32),
+                reward=1.0,
+                kind=ExperienceKind.DEMONSTRATION,
+            )
+        )
     return out
 
 

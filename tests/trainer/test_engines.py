@@ -23,11 +23,13 @@ ENGINES: list[dict[str, Any]] = [
 ]
 
 
-def one_step(cfg: TrainerConfig) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, float]]:
+def one_step(
+    cfg: TrainerConfig, demonstrations: int = 0
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, float]]:
     trainer = Trainer(cfg)
     # The published weights: whole tensors under every ZeRO stage (stage 3 shards the module's own).
     before = trainer.engine.state_dict_for_publishing(torch.float32)
-    metrics = trainer.train_step(random_experiences())
+    metrics = trainer.train_step(random_experiences(demonstrations=demonstrations))
     return before, trainer.engine.state_dict_for_publishing(torch.float32), metrics
 
 
@@ -71,11 +73,19 @@ def test_torch_and_deepspeed_zero1_make_the_same_update(make_config: Callable[..
 def test_micro_batching_gives_the_same_update(
     make_config: Callable[..., TrainerConfig], engine: dict[str, Any], split: dict[str, Any]
 ) -> None:
-    before, whole, whole_metrics = one_step(make_config(**engine))
-    _, split_after, split_metrics = one_step(make_config(**engine, **split))
+    """With demonstrations in the batch, so that the imitation loss's token-mean is checked too."""
+    before, whole, whole_metrics = one_step(
+        make_config(**engine, mini_batch_size=15, micro_batch_size=15), demonstrations=3
+    )
+    _, split_after, split_metrics = one_step(
+        make_config(**engine, mini_batch_size=15, **split), demonstrations=3
+    )
     assert split_metrics["optim/micro_batches"] > 1
     assert whole_metrics["optim/micro_batches"] == 1
     assert split_metrics["losses/loss"] == pytest.approx(whole_metrics["losses/loss"], rel=1e-5, abs=1e-7)
+    assert split_metrics["losses/imitation_nll"] == pytest.approx(
+        whole_metrics["losses/imitation_nll"], rel=1e-5
+    )
     assert split_metrics["optim/grad_norm"] == pytest.approx(whole_metrics["optim/grad_norm"], rel=1e-5)
     # Adam divides by |g|: on elements whose gradient is ~0 (the key biases, whose exact gradient is 0),
     # rounding differences in the summation order move the update by a fraction of lr; everywhere else

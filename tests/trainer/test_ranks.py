@@ -1,8 +1,9 @@
 """Two ranks (two real processes, gloo on the CPU) make the same update as one process on the same batch.
 
 The batch has an odd number of rows with varied lengths, so the ranks hold different numbers of rows and of
-micro-batches: the one with fewer runs fillers, and the token-mean and the TRR++ group statistics must be
-taken over both ranks for the update to match. Rank 0 alone publishes and writes the checkpoint.
+micro-batches: the one with fewer runs fillers, and the token-means (of the policy loss over sampled
+tokens, of the imitation loss over demonstration tokens) and the TRR++ group statistics must be taken over
+both ranks for the update to match. Rank 0 alone publishes and writes the checkpoint.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ WORLD_SIZE = 2
 
 
 def batch() -> list[Any]:
-    """13 experiences: rank 0 gets 7, rank 1 gets 6, so their micro-batch counts differ."""
-    return random_experiences(per_group=2) + random_experiences(per_group=1, seed=7)[:1]
+    """13 sampled experiences and 4 demonstrations: rank 0 gets 9 rows, rank 1 gets 8, so their
+    micro-batch counts differ; each holds two demonstrations."""
+    sampled = random_experiences(per_group=2) + random_experiences(per_group=1, seed=7)[:1]
+    return sampled + random_experiences(per_group=0, seed=3, demonstrations=4)
 
 
 def rank_main(rank: int, cfg_json: str, port: int, out: str) -> None:
@@ -68,7 +71,7 @@ ENGINES: list[Any] = [
 def test_two_ranks_make_the_same_update_as_one_process(
     make_config: Callable[..., TrainerConfig], tmp_path: Path, engine: dict[str, Any]
 ) -> None:
-    cfg = make_config(mini_batch_size=13, micro_batch_size=2, weight_decay=0.0, **engine)
+    cfg = make_config(mini_batch_size=17, micro_batch_size=2, weight_decay=0.0, **engine)
     one = Trainer(cfg)
     before = one.engine.state_dict_for_publishing(torch.float32)
     expected = one.train_step(batch())
@@ -79,8 +82,9 @@ def test_two_ranks_make_the_same_update_as_one_process(
     got = torch.load(tmp_path / "rank0.pt", weights_only=True)
     metrics = got["metrics"]
     assert metrics["trainer/ranks"] == 2.0
-    assert metrics["optim/micro_batches"] == 4  # rank 0: 4 micro-batches of 7 rows; rank 1 one filler
+    assert metrics["optim/micro_batches"] == 5  # rank 0: 5 micro-batches of 9 rows; rank 1 one filler
     assert metrics["losses/loss"] == pytest.approx(expected["losses/loss"], rel=1e-5, abs=1e-7)
+    assert metrics["losses/imitation_nll"] == pytest.approx(expected["losses/imitation_nll"], rel=1e-5)
     assert metrics["optim/grad_norm"] == pytest.approx(expected["optim/grad_norm"], rel=1e-4)
     lr = expected["optim/lr"]
     for name, value in want.items():

@@ -229,6 +229,7 @@ async def _drive(
         sink=StreamSink(producer),
         render=PromptRenderer(load_tokenizer(model), settings.selfplay.prompt_format),
         temperature=settings.rollout.temperature,
+        max_response_tokens=settings.rollout.max_new_tokens,
         run_id=run_state.run_id(),
     )
     fresh = steps_done == 0 and run_dir.last_step() is None

@@ -3,19 +3,23 @@
 Why one field: the cost of a stream entry, in the client (packing the command) and in Redis (parsing
 and storing it), grows with its number of fields; one packed payload per experience is the cheapest.
 
-Layout of the payload (all little-endian), version 2::
+Layout of the payload (all little-endian), version 3::
 
-    header   _HEADER: version (u8), 3 pad bytes, prompt length P and response length R in tokens (u32),
+    header   _HEADER: version (u8), kind (u8: 0 sampled, 1 demonstration), 2 pad bytes, prompt length P
+             and response length R in tokens (u32),
              policy version (i64), reward (f64), byte lengths of id, run, role, type, task, parts (u16)
     arrays   prompt ids int32[P], response ids int32[R], behaviour log-probs float32[R]
     text     id, run id, role, task type, task id (UTF-8), reward parts (UTF-8 JSON object)
 
-The header is 40 bytes, so the arrays start aligned. Decoding is strict: a wrong set of fields, an
-unknown version, a payload whose length differs from what its header declares, bad UTF-8 or JSON, a
-non-finite reward or reward part (a number too large for a float included), or an experience that breaks
-its own invariants raises ``MalformedEntryError`` with the reason, so the consumer can quarantine the
-entry instead of training on it; ``decode`` raises nothing else, whatever the bytes. ``encode`` refuses
-(``ValueError``) what ``decode`` would refuse, so the codec never writes an entry it cannot read.
+The header is 40 bytes, so the arrays start aligned. Version 2 had no kind and zeros in its place, so its
+entries (written by an older learner's producers) still read, as sampled experiences.
+
+Decoding is strict: a wrong set of fields, an unknown version or kind, a payload whose length differs from
+what its header declares, bad UTF-8 or JSON, a non-finite reward or reward part (a number too large for a
+float included), or an experience that breaks its own invariants raises ``MalformedEntryError`` with the
+reason, so the consumer can quarantine the entry instead of training on it; ``decode`` raises nothing
+else, whatever the bytes. ``encode`` refuses (``ValueError``) what ``decode`` would refuse, so the codec
+never writes an entry it cannot read.
 
 Decoded arrays are read-only views of the payload (no copy); the trainer only reads them (it collates
 them into fresh tensors). Copy one before writing to it.
@@ -33,13 +37,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from azr.core.experience import Experience
+from azr.core.experience import Experience, ExperienceKind
 from azr.core.task import Role, TaskType
 
-VERSION = 2
+VERSION = 3
+READABLE_VERSIONS = frozenset({2, VERSION})
 FIELD = b"x"
 """The one stream field that holds the payload."""
-_HEADER = struct.Struct("<B3xIIqd6H")
+_HEADER = struct.Struct("<BB2xIIqd6H")
+_KINDS = (ExperienceKind.SAMPLED, ExperienceKind.DEMONSTRATION)
+"""The kind byte's values, by index."""
 _IDS = np.dtype("<i4")
 _LOGPROBS = np.dtype("<f4")
 _MAX_TEXT_BYTES = 0xFFFF  # u16 length fields
@@ -80,6 +87,7 @@ def encode(exp: Experience) -> dict[bytes, bytes]:
     try:
         header = _HEADER.pack(
             VERSION,
+            _KINDS.index(exp.kind),
             len(exp.prompt_ids),
             len(exp.response_ids),
             exp.policy_version,
@@ -111,9 +119,11 @@ def _decode(fields: Mapping[bytes, bytes]) -> Experience:
     payload = _payload(fields)
     if len(payload) < _HEADER.size:
         raise MalformedEntryError(f"truncated: {len(payload)} bytes, the header alone is {_HEADER.size}")
-    version, prompt_len, response_len, policy_version, reward, *text_lens = _HEADER.unpack_from(payload)
-    if version != VERSION:
+    version, kind, prompt_len, response_len, policy_version, reward, *text_lens = _HEADER.unpack_from(payload)
+    if version not in READABLE_VERSIONS:
         raise MalformedEntryError(f"codec version {version}, expected {VERSION}")
+    if kind >= len(_KINDS):
+        raise MalformedEntryError(f"kind: {kind} is not one of 0 (sampled), 1 (demonstration)")
     arrays_end = _HEADER.size + 4 * prompt_len + 8 * response_len
     expected = arrays_end + sum(text_lens)
     if len(payload) != expected:
@@ -144,8 +154,9 @@ def _decode(fields: Mapping[bytes, bytes]) -> Experience:
             reward=reward,
             reward_parts=parts,
             task_id=texts[4],
+            kind=_KINDS[kind],
         )
-    except ValueError as exc:  # the Experience's own invariants (role, type, lengths)
+    except ValueError as exc:  # the Experience's own invariants (role, type, lengths, kind)
         raise MalformedEntryError(str(exc)) from exc
 
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from azr.core.experience import ExperienceKind
 from azr.services.store import codec
 from tests.services.store.factories import make_experience
 
-# The documented layout, written out independently of the codec: version, pad, P, R, policy version,
-# reward, then the byte lengths of id, run, role, type, task and parts.
-HEADER = struct.Struct("<B3xIIqd6H")
+# The documented layout, written out independently of the codec: version, kind, pad, P, R, policy
+# version, reward, then the byte lengths of id, run, role, type, task and parts.
+HEADER = struct.Struct("<BB2xIIqd6H")
 
 
 @pytest.mark.parametrize(("prompt_len", "response_len"), [(0, 1), (7, 5), (300, 700)])
@@ -39,6 +41,14 @@ def test_round_trip_is_exact(prompt_len: int, response_len: int) -> None:
         exp.task_id,
     )
     assert back.reward == exp.reward and back.reward_parts == exp.reward_parts
+    assert back.kind is ExperienceKind.SAMPLED
+
+
+def test_a_demonstration_keeps_its_kind() -> None:
+    exp = replace(make_experience(2), kind=ExperienceKind.DEMONSTRATION, behaviour_logprobs=np.zeros(5))
+    fields = codec.encode(exp)
+    assert fields[codec.FIELD][1] == 1  # the kind byte
+    assert codec.decode(fields).kind is ExperienceKind.DEMONSTRATION
 
 
 def test_each_decoded_experience_owns_its_reward_parts() -> None:
@@ -83,6 +93,7 @@ def test_the_encoder_refuses_what_the_decoder_would(change: dict[str, Any], reas
 def pack(
     *,
     version: int = codec.VERSION,
+    kind: int = 0,
     prompt: bytes = b"\x01\x00\x00\x00" * 2,
     response: bytes = b"\x02\x00\x00\x00" * 3,
     logprobs: bytes | None = None,
@@ -98,7 +109,7 @@ def pack(
     logprobs = b"\x00\x00\x80\xbf" * 3 if logprobs is None else logprobs
     response_len = len(response) // 4 if response_len is None else response_len
     lens = header_lens or tuple(len(t) for t in (*texts, parts))
-    header = HEADER.pack(version, len(prompt) // 4, response_len, ver, reward, *lens)
+    header = HEADER.pack(version, kind, len(prompt) // 4, response_len, ver, reward, *lens)
     return {codec.FIELD: header + prompt + response + logprobs + b"".join(texts) + parts + tail}
 
 
@@ -117,6 +128,12 @@ def test_a_hand_packed_payload_decodes() -> None:
     assert exp.reward == 0.5 and exp.reward_parts == {"format": -0.5}
 
 
+def test_version_2_entries_still_read_as_sampled() -> None:
+    """Version 2 held zeros where the kind byte is: entries an older producer left in the stream train."""
+    exp = codec.decode(pack(version=2))
+    assert exp.kind is ExperienceKind.SAMPLED and exp.response_ids.tolist() == [2, 2, 2]
+
+
 def _texts(**changes: bytes) -> tuple[bytes, ...]:
     names = ("id", "run", "role", "type", "task")
     default = dict(zip(names, (b"exp-1", b"run", b"solve", b"deduction", b"task-1"), strict=True))
@@ -127,8 +144,10 @@ VERSION_1 = {b"v": b"1", b"id": b"exp-1", b"reward": b"0.5"}  # the older, one-f
 MALFORMED: list[tuple[str, dict[bytes, Any], str]] = [
     ("no fields", {}, "fields: expected only ['x'], got []"),
     ("extra field", {**pack(), b"extra": b"1"}, "got ['extra', 'x']"),
-    ("entry of codec version 1", VERSION_1, "codec version 1, expected 2"),
-    ("unknown codec version", pack(version=3), "codec version 3, expected 2"),
+    ("entry of codec version 1", VERSION_1, "codec version 1, expected 3"),
+    ("unknown codec version", pack(version=4), "codec version 4, expected 3"),
+    ("unknown kind", pack(kind=2), "kind: 2 is not one of 0 (sampled), 1 (demonstration)"),
+    ("demonstration with log-probs", pack(kind=1), "a demonstration's behaviour log-probs are all 0"),
     ("str instead of bytes", {codec.FIELD: "x" * 64}, "payload: not bytes but str"),
     ("truncated header", {codec.FIELD: pack()[codec.FIELD][:39]}, "truncated: 39 bytes"),
     ("truncated payload", {codec.FIELD: pack()[codec.FIELD][:-1]}, "length mismatch"),
