@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
@@ -85,7 +86,11 @@ def small(model: Path) -> list[str]:
 class Run:
     """``azr selfplay`` as a subprocess, with what it wrote."""
 
+    started: ClassVar[list[Run]] = []
+    """Every run a test started, for ``_no_run_outlives_its_test``."""
+
     def __init__(self, out: Path, args: Sequence[str]) -> None:
+        Run.started.append(self)
         self.out = out
         self.log = (out.parent / f"{out.name}.log").open("ab")
         self.proc = subprocess.Popen(
@@ -132,6 +137,24 @@ class Run:
             except psutil.NoSuchProcess:
                 continue
         return found
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test() -> Iterator[None]:
+    """Kill what a failed test left running. pytest-timeout interrupts a test in the middle of a wait, past
+    ``Run.finish``'s own kill; an orphaned run with its Ray cluster would hold the CPUs and make the tests
+    after it time out in turn."""
+    yield
+    for run in Run.started:
+        if run.proc.poll() is None:
+            parent = psutil.Process(run.proc.pid)
+            for process in [*parent.children(recursive=True), parent]:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    continue
+            run.proc.wait()
+    Run.started.clear()
 
 
 @pytest.fixture
