@@ -13,6 +13,8 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
   - ``constant``: every valid proposal earns the same reward instead of its learnability;
   - ``demonstrations``: the preset, and each step the trainer also imitates the executor's gold answers
     to ``DEMONSTRATIONS`` buffer tasks per type beside the RL loss (``selfplay.demonstrations``);
+    ``demonstrations-no-induction`` the same for deduction and abduction only, whose gold answers carry
+    no proposer message;
   - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
     start was trained on (``selfplay.propose=false`` and a ``selfplay.seed_tasks`` file of them), which
     separates what reinforcement learning does at this scale from what the proposer's curriculum does;
@@ -75,6 +77,10 @@ ARMS: dict[str, list[str]] = {
     "reinforce++": ["trainer.algo.estimator=reinforce++"],
     "constant": ["roles.propose_reward=constant"],
     "demonstrations": [f"selfplay.demonstrations={DEMONSTRATIONS}"],
+    "demonstrations-no-induction": [
+        f"selfplay.demonstrations={DEMONSTRATIONS}",
+        'selfplay.demonstration_types=["deduction","abduction"]',
+    ],
     "solver-rl": ["selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""

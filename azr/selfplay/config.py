@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from azr.core.task import TaskType
 
 PromptFormat = Literal["chat", "base"]
 
@@ -75,6 +77,12 @@ class SelfPlayConfig(BaseModel):
         "every buffer task's answer when it validated it. 0, as in the paper: the model learns from its own "
         "samples only, one reward each.",
     )
+    demonstration_types: tuple[TaskType, ...] = Field(
+        default=tuple(TaskType),
+        min_length=1,
+        description="Task types whose buffer tasks are demonstrated. Leaving induction out keeps the "
+        "proposer's messages, which may describe the program wrongly, out of what the solver imitates.",
+    )
     steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
     max_minutes: float | None = Field(
         default=None,
@@ -120,18 +128,19 @@ class SelfPlayConfig(BaseModel):
         "eval/<suite>/<type>/accuracy and format_error_rate, and eval/<suite>/overall/accuracy.",
     )
 
-    @field_validator("eval_suites", mode="before")
+    @field_validator("eval_suites", "demonstration_types", mode="before")
     @classmethod
-    def _one_suite_as_a_tuple(cls, value: Any) -> Any:
-        """``--set selfplay.eval_suites=heldout`` names one suite without JSON list brackets."""
+    def _one_name_as_a_tuple(cls, value: Any) -> Any:
+        """``--set selfplay.eval_suites=heldout`` names one suite (one task type for
+        ``demonstration_types``) without JSON list brackets."""
         return (value,) if isinstance(value, str) else value
 
-    @field_validator("eval_suites")
+    @field_validator("eval_suites", "demonstration_types")
     @classmethod
-    def _each_suite_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        twice = sorted({name for name in value if value.count(name) > 1})
+    def _each_name_once(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        twice = sorted({str(name) for name in value if value.count(name) > 1})
         if twice:
-            raise ValueError(f"eval_suites names {', '.join(twice)} more than once: list each suite once")
+            raise ValueError(f"{info.field_name} names {', '.join(twice)} more than once: list each once")
         return value
 
     def evaluates_after(self, step: int) -> bool:

@@ -13,9 +13,9 @@ For every task type t in (deduction, abduction, induction):
 4. solve: B tasks from t's buffer (newest first, topped up uniformly), one answer each, checked;
 5. shape every response's reward and turn it into an experience for the trainer; with
    ``train_rollouts`` the learnability rollouts become solver experiences too;
-6. with ``demonstrations`` D > 0: D tasks from t's buffer (uniformly), each with its gold answer in the
-   solver's format, as demonstrations for the trainer to imitate (no generation: the executor computed
-   the answers when it validated the tasks).
+6. with ``demonstrations`` D > 0 and t in ``demonstration_types``: D tasks from t's buffer (uniformly),
+   each with its gold answer in the solver's format, as demonstrations for the trainer to imitate (no
+   generation: the executor computed the answers when it validated the tasks).
 
 With the message check, an induction task joins its buffer at the end of the round, once its rollouts
 have shown whether its message misleads (then it joins without it); it is solved from the next round on.
@@ -384,7 +384,7 @@ class SelfPlayRound:
         out: list[Experience] = []
         if not self.config.demonstrations:
             return out
-        for task_type in TaskType:
+        for task_type in self.config.demonstration_types:
             for task in self.store.sample(task_type, self.config.demonstrations):
                 prompt_ids = self.solver_prompt_ids(task)
                 response_ids = self.render.completion_ids(gold_completion(task))

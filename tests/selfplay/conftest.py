@@ -13,6 +13,7 @@ import pytest
 import redis
 from transformers import PreTrainedTokenizerBase
 
+from azr.core.task import TaskType
 from azr.executor.pool import ExecutorPool
 from azr.roles.config import RolesConfig
 from azr.rollout.sampler import Completion
@@ -91,6 +92,7 @@ def make_round(
     propose: bool = True,
     solve_samples: int = 1,
     demonstrations: int = 0,
+    demonstration_types: tuple[TaskType, ...] = tuple(TaskType),
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
     """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
     prompts)."""
@@ -105,6 +107,7 @@ def make_round(
             propose=propose,
             solve_samples=solve_samples,
             demonstrations=demonstrations,
+            demonstration_types=demonstration_types,
         ),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,

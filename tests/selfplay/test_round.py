@@ -224,6 +224,24 @@ async def test_a_demonstration_longer_than_any_sampled_response_is_not_imitated(
     assert result.metrics["solve/abduction/demonstrations"] == 0
 
 
+async def test_only_the_chosen_task_types_are_demonstrated(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    round_, _, _ = make_round(
+        executor=pool,
+        generator=ScriptedGenerator(tokenizer, script),
+        client=client,
+        keys=keys,
+        tokenizer=tokenizer,
+        demonstrations=1,
+        demonstration_types=(TaskType.DEDUCTION, TaskType.ABDUCTION),
+    )
+    result = await round_.run(step=0, policy_version=0)
+    demonstrated = [e.task_type for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
+    assert sorted(demonstrated) == sorted([TaskType.DEDUCTION, TaskType.ABDUCTION])
+    assert result.metrics["solve/induction/demonstrations"] == 0
+
+
 async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(
     pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from azr.core.task import TaskType
 from azr.services.settings import PRESETS, dump, merge, parse_overrides, resolve
 
 
@@ -79,6 +80,15 @@ def test_evaluation_suites_are_built_in_ones_each_named_once() -> None:
         resolve("tiny", {"selfplay": {"eval_suites": ["heldout", "heldout"]}})
     with pytest.raises(ValidationError, match="at least 1 item"):
         resolve("tiny", {"selfplay": {"eval_suites": []}})
+
+
+def test_demonstration_types_are_task_types_each_named_once() -> None:
+    overrides = parse_overrides(["selfplay.demonstrations=4", "selfplay.demonstration_types=deduction"])
+    assert resolve("tiny", overrides).selfplay.demonstration_types == (TaskType.DEDUCTION,)
+    with pytest.raises(ValidationError, match="demonstration_types names deduction more than once"):
+        resolve("tiny", {"selfplay": {"demonstration_types": ["deduction", "deduction"]}})
+    with pytest.raises(ValidationError, match="'deduction', 'abduction' or 'induction'"):
+        resolve("tiny", {"selfplay": {"demonstration_types": ["riddle"]}})
 
 
 def test_the_warm_start_takes_the_runs_prompts_and_refuses_unknown_fields() -> None:
