@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -53,6 +54,14 @@ def script(prompt: str, n: int) -> list[str]:
     if "find an input" in prompt:
         return [answer("```input\n'Goodbye'\n```")] * n
     return ["no answer"] * n
+
+
+def scripted(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> dict[str, Any]:
+    """``make_round``'s arguments for a round of the scripted policy above."""
+    generator = ScriptedGenerator(tokenizer, script)
+    return {"executor": pool, "generator": generator, "client": client, "keys": keys, "tokenizer": tokenizer}
 
 
 async def test_a_round_rewards_each_response_as_the_paper_says(
@@ -173,10 +182,7 @@ async def test_demonstrations_are_the_executors_gold_answers_to_buffer_tasks(
     doubling task; abduction and induction: the zero seed only). Each is the solver's prompt for its task
     answered in the solver's format with what the executor computed, which the executor judges correct;
     the round's own answers and rewards are what they were without them."""
-    generator = ScriptedGenerator(tokenizer, script)
-    round_, _, stream = make_round(
-        executor=pool, generator=generator, client=client, keys=keys, tokenizer=tokenizer, demonstrations=2
-    )
+    round_, _, stream = make_round(**scripted(pool, client, keys, tokenizer), demonstrations=2)
     result = await round_.run(step=0, policy_version=4)
 
     demonstrations = [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
@@ -209,14 +215,7 @@ async def test_demonstrations_are_the_executors_gold_answers_to_buffer_tasks(
 async def test_a_demonstration_longer_than_any_sampled_response_is_not_imitated(
     pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
 ) -> None:
-    round_, _, _ = make_round(
-        executor=pool,
-        generator=ScriptedGenerator(tokenizer, script),
-        client=client,
-        keys=keys,
-        tokenizer=tokenizer,
-        demonstrations=1,
-    )
+    round_, _, _ = make_round(**scripted(pool, client, keys, tokenizer), demonstrations=1)
     round_.max_response_tokens = 8  # shorter than every gold completion
     result = await round_.run(step=0, policy_version=0)
     assert not [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
@@ -228,11 +227,7 @@ async def test_only_the_chosen_task_types_are_demonstrated(
     pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
 ) -> None:
     round_, _, _ = make_round(
-        executor=pool,
-        generator=ScriptedGenerator(tokenizer, script),
-        client=client,
-        keys=keys,
-        tokenizer=tokenizer,
+        **scripted(pool, client, keys, tokenizer),
         demonstrations=1,
         demonstration_types=(TaskType.DEDUCTION, TaskType.ABDUCTION),
     )

@@ -43,40 +43,39 @@ def random_experiences(
     """``per_group`` experiences in each of the six (role, task type) groups, varied lengths and rewards,
     then ``demonstrations`` solver demonstrations (task types in turn)."""
     rng = np.random.default_rng(seed)
-    out = []
-    for role in Role:
-        for task_type in TaskType:
-            for k in range(per_group):
-                prompt_len, response_len = int(rng.integers(4, 24)), int(rng.integers(2, 16))
-                out.append(
-                    Experience(
-                        id=f"{role}-{task_type}-{k}",
-                        run_id="test",
-                        policy_version=0,
-                        role=role,
-                        task_type=task_type,
-                        prompt_ids=rng.integers(3, vocab, prompt_len, dtype=np.int32),
-                        response_ids=rng.integers(3, vocab, response_len, dtype=np.int32),
-                        behaviour_logprobs=-rng.random(response_len, dtype=np.float32) * 6.0,
-                        reward=float(rng.choice([-1.0, -0.5, 0.0, 1.0])),
-                    )
-                )
-    for k in range(demonstrations):
+
+    def draw(name: str, role: Role, task_type: TaskType, *, demonstration: bool = False) -> Experience:
         prompt_len, response_len = int(rng.integers(4, 24)), int(rng.integers(2, 16))
-        out.append(
-            Experience(
-                id=f"demonstration-{k}",
-                run_id="test",
-                policy_version=0,
-                role=Role.SOLVE,
-                task_type=list(TaskType)[k % len(TaskType)],
-                prompt_ids=rng.integers(3, vocab, prompt_len, dtype=np.int32),
-                response_ids=rng.integers(3, vocab, response_len, dtype=np.int32),
-                behaviour_logprobs=np.zeros(response_len, dtype=np.float32),
-                reward=1.0,
-                kind=ExperienceKind.DEMONSTRATION,
-            )
+        prompt_ids = rng.integers(3, vocab, prompt_len, dtype=np.int32)
+        response_ids = rng.integers(3, vocab, response_len, dtype=np.int32)
+        if demonstration:
+            logprobs, reward = np.zeros(response_len, dtype=np.float32), 1.0
+        else:
+            logprobs = -rng.random(response_len, dtype=np.float32) * 6.0
+            reward = float(rng.choice([-1.0, -0.5, 0.0, 1.0]))
+        return Experience(
+            id=name,
+            run_id="test",
+            policy_version=0,
+            role=role,
+            task_type=task_type,
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            behaviour_logprobs=logprobs,
+            reward=reward,
+            kind=ExperienceKind.DEMONSTRATION if demonstration else ExperienceKind.SAMPLED,
         )
+
+    out = [
+        draw(f"{role}-{task_type}-{k}", role, task_type)
+        for role in Role
+        for task_type in TaskType
+        for k in range(per_group)
+    ]
+    out += [
+        draw(f"demonstration-{k}", Role.SOLVE, list(TaskType)[k % len(TaskType)], demonstration=True)
+        for k in range(demonstrations)
+    ]
     return out
 
 
