@@ -56,6 +56,7 @@ CHARTS = (
     ),
     Chart("reward", "reward (mean)", ("solve/{type}/reward_mean", "propose/{type}/reward_mean")),
     Chart("entropy", "policy entropy", ("train/entropy",)),
+    Chart("imitation", "imitation loss on demonstrations (nats/token)", ("train/imitation_nll",)),
     Chart("response_length", "response length (tokens)", ("response/length_mean",)),
 )
 

@@ -16,13 +16,18 @@ from azr.selfplay.metrics import RoundMetrics
 AZR = [sys.executable, "-c", "from azr.services.cli import main; main()"]
 
 
-def _run(root: Path, steps: int, accuracy_step: float, *, message_check: bool = False) -> Path:
-    """A run directory whose metrics.jsonl holds the keys one round really writes, plus learner keys."""
+def _run(
+    root: Path, steps: int, accuracy_step: float, *, message_check: bool = False, imitating: bool = False
+) -> Path:
+    """A run directory whose metrics.jsonl holds the keys one round really writes, plus learner keys
+    (the imitation loss only where the run had demonstrations, as the learner writes it)."""
     root.mkdir(parents=True)
     keys = RoundMetrics(message_check=message_check).finish()
     with (root / "metrics.jsonl").open("w") as f:
         for step in range(steps):
             row = dict(keys) | {"step": float(step), "train/entropy": 6.0 - 0.1 * step}
+            if imitating:
+                row["train/imitation_nll"] = 1.0 / (1 + step)
             for t in TaskType:
                 row[f"solve/{t.value}/accuracy"] = min(1.0, accuracy_step * step)
             f.write(json.dumps(row) + "\n")
@@ -31,15 +36,20 @@ def _run(root: Path, steps: int, accuracy_step: float, *, message_check: bool = 
 
 
 def test_charts_are_drawn_for_the_quantities_the_runs_recorded(tmp_path: Path) -> None:
-    runs = [_run(tmp_path / "a", 6, 0.1), _run(tmp_path / "b", 4, 0.2, message_check=True)]
+    runs = [
+        _run(tmp_path / "a", 6, 0.1),
+        _run(tmp_path / "b", 4, 0.2, message_check=True, imitating=True),
+    ]
     assert len(read_metrics(runs[0])) == 6
     paths = draw(runs, tmp_path / "out", window=2)
     names = {p.stem for p in paths}
     assert {"solve_accuracy", "valid_rate", "learnability", "reward", "entropy", "response_length"} <= names
     assert "message_gain" in names, "run b checked its induction messages"
+    assert "imitation" in names, "run b imitated demonstrations"
     assert "eval_accuracy" not in names, "no run evaluated, so there is no held-out chart"
     alone = {p.stem for p in draw(runs[:1], tmp_path / "a-only", window=2)}
     assert "message_gain" not in alone, "run a did not check its messages"
+    assert "imitation" not in alone, "run a had no demonstrations"
     for path in paths:
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] > 100

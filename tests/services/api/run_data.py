@@ -52,6 +52,7 @@ def step_values(step: int) -> dict[str, float]:
         "train/pg_loss": 0.5 - 0.3 * progress,
         "train/entropy": 1.2 - 0.4 * progress,
         "train/kl": 0.01 * progress,
+        "train/imitation_nll": 1.1 - 0.7 * progress,
         "train/clip_frac": 0.05,
         "train/grad_norm": 0.8,
         "perf/tokens_per_s": 900 + 10 * step,

@@ -111,6 +111,7 @@ def test_dashboard_draws_follows_and_takes_a_seed(
             assert x_title and y_title, f"chart {chart} lacks an axis title"
             assert legend_entries >= 1, f"chart {chart} has no legend"
         assert any("(%)" in y for _, y, _ in titles) and any("(s)" in y for _, y, _ in titles)
+        assert titles[CHARTS.index("kl")][2] == 3, "KL, entropy and the imitation loss"
 
         _wait(browser, lambda d: d.find_element(By.ID, "live").text == "connected", "the event stream")
         MetricsStream(store, keys).publish(40, step_values(40))

@@ -95,7 +95,9 @@ function renderCharts() {
   draw("chart-kl", lines([
     { key: "train/kl", name: "KL to reference (nats)" },
     { key: "train/entropy", name: "entropy (nats/token)", trace: { yaxis: "y2" } },
-  ]), layout(step, "KL (nats)", { yaxis2: { title: { text: "entropy (nats/token)" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 96 } }));
+    // Drawn only when the run imitates demonstrations (selfplay.demonstrations > 0).
+    { key: "train/imitation_nll", name: "imitation NLL (nats/token)", trace: { yaxis: "y2", line: { dash: "dot", width: 1.5 } } },
+  ]), layout(step, "KL (nats)", { yaxis2: { title: { text: "nats/token" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { l: 56, r: 56, t: 8, b: 96 } }));
   draw("chart-length", lines([{ key: "response/length_mean", name: "mean response length" }]), layout(step, "length (tokens)"));
   draw("chart-throughput", lines([{ key: "perf/tokens_per_s", name: "generated tokens per second" }]), layout(step, "throughput (tokens/s)"));
   draw("chart-step-time", lines([
