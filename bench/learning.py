@@ -2,9 +2,9 @@
 
 Two parts, both starting from the tiny preset's warm start (``azr pretrain --preset tiny``):
 
-- the curve: one ``azr selfplay --preset tiny`` run of ``--curve-minutes`` that scores the held-out suite
-  every ``--eval-every`` steps; its charts (``azr report``) show held-out accuracy per type, the valid-task
-  rate, the learnability reward, reward and entropy over the run;
+- the curve: one self-play run of ``--curve-minutes`` (the preset, or the arm ``--curve-arm`` names) that
+  scores the held-out suite every ``--eval-every`` steps; its charts (``azr report``) show held-out
+  accuracy per type, the valid-task rate, the learnability reward, reward and entropy over the run;
 - the comparison: for each seed, each arm trains for the same ``--minutes`` of wall time and its final
   model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
@@ -14,7 +14,8 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
   - ``demonstrations``: the preset, and each step the trainer also imitates the executor's gold answers
     to ``DEMONSTRATIONS`` buffer tasks per type beside the RL loss (``selfplay.demonstrations``);
     ``demonstrations-no-induction`` the same for deduction and abduction only, whose gold answers carry
-    no proposer message;
+    no proposer message, and ``demonstrations-no-messages`` all three with the messages taken out of the
+    induction demonstrations;
   - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
     start was trained on (``selfplay.propose=false`` and a ``selfplay.seed_tasks`` file of them), which
     separates what reinforcement learning does at this scale from what the proposer's curriculum does;
@@ -81,11 +82,17 @@ ARMS: dict[str, list[str]] = {
         f"selfplay.demonstrations={DEMONSTRATIONS}",
         'selfplay.demonstration_types=["deduction","abduction"]',
     ],
+    "demonstrations-no-messages": [
+        f"selfplay.demonstrations={DEMONSTRATIONS}",
+        "selfplay.demonstration_messages=false",
+    ],
     "solver-rl": ["selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
 SOLVER_ONLY = {name for name, sets in ARMS.items() if "selfplay.propose=false" in sets}
 """Arms that propose nothing: they train on the warm start's own tasks, written to a seed file."""
+CURVE_ARMS = [name for name in ARMS if name not in SOLVER_ONLY]
+"""Arms the curve can run: those that need no seed file."""
 SEED_TASKS_PER_TYPE = 300
 SUPERVISED = ("sft", "buffer-sft")
 """Arms that train the warm start with supervision instead of self-play."""
@@ -244,20 +251,21 @@ def table(summary: dict[str, dict[str, tuple[float, float]]]) -> str:
     return "\n".join(lines)
 
 
-def curve(run: Path, minutes: float, eval_every: int) -> dict[str, Any]:
-    """One self-play run of the preset scored every ``eval_every`` steps; prints its start and end."""
-    wall = selfplay(run, minutes, [f"selfplay.eval_every={eval_every}"])
+def curve(run: Path, arm: str, minutes: float, eval_every: int) -> dict[str, Any]:
+    """One self-play run of ``arm`` scored every ``eval_every`` steps; prints its start and end."""
+    wall = selfplay(run, minutes, [*ARMS[arm], f"selfplay.eval_every={eval_every}"])
     rows = read_metrics(run)
     evals = [r for r in rows if "eval/heldout/overall/accuracy" in r]
     first, last = evals[0], evals[-1]
     steps = len({r["step"] for r in rows if r["step"] >= 0})
-    print(f"curve: {minutes:g} min, {steps} steps ({run})")
+    print(f"curve: {arm}, {minutes:g} min, {steps} steps ({run})")
     print(f"{'held-out':<12}{'start':>10}{'end':>10}{'change':>10}")
     for t in [*TYPES, "overall"]:
         a, b = first[f"eval/heldout/{t}/accuracy"], last[f"eval/heldout/{t}/accuracy"]
         print(f"{t:<12}{a:>10.3f}{b:>10.3f}{b - a:>+10.3f}")
     return {
         "run": str(run),
+        "arm": arm,
         "wall_s": wall,
         "steps": steps,
         "first": {k: v for k, v in first.items() if k.startswith("eval/heldout/")},
@@ -271,6 +279,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--curve-minutes", type=float, default=30, help="the curve run's budget (0: none)")
+    parser.add_argument("--curve-arm", default="trr++", choices=CURVE_ARMS, help="the curve run's arm")
     parser.add_argument("--eval-every", type=int, default=10, help="steps between the curve's evaluations")
     parser.add_argument("--minutes", type=float, default=5, help="each comparison run's budget (0: none)")
     parser.add_argument("--seeds", type=int, default=3)
@@ -285,7 +294,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
 
     if args.curve_minutes > 0:
-        results["curve"] = curve(args.out / "curve", args.curve_minutes, args.eval_every)
+        results["curve"] = curve(args.out / "curve", args.curve_arm, args.curve_minutes, args.eval_every)
 
     if args.minutes > 0:
         arms = args.arms.split(",")

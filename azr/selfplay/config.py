@@ -83,6 +83,13 @@ class SelfPlayConfig(BaseModel):
         description="Task types whose buffer tasks are demonstrated. Leaving induction out keeps the "
         "proposer's messages, which may describe the program wrongly, out of what the solver imitates.",
     )
+    demonstration_messages: bool = Field(
+        default=True,
+        description="Whether induction demonstrations show the task's message. False removes it from the "
+        "prompt and the answer, so the solver imitates writing the program from the input/output pairs "
+        "alone: a proposer's message may describe the program wrongly, and a demonstration must not pair "
+        "a message with a program that contradicts it. Solver prompts outside demonstrations keep it.",
+    )
     steps: int = Field(default=500, ge=1, le=10_000_000, description="Training steps of a run (paper: 500).")
     max_minutes: float | None = Field(
         default=None,

@@ -15,7 +15,8 @@ For every task type t in (deduction, abduction, induction):
    ``train_rollouts`` the learnability rollouts become solver experiences too;
 6. with ``demonstrations`` D > 0 and t in ``demonstration_types``: D tasks from t's buffer (uniformly),
    each with its gold answer in the solver's format, as demonstrations for the trainer to imitate (no
-   generation: the executor computed the answers when it validated the tasks).
+   generation: the executor computed the answers when it validated the tasks); induction ones without
+   the task's message when ``demonstration_messages`` is off.
 
 With the message check, an induction task joins its buffer at the end of the round, once its rollouts
 have shown whether its message misleads (then it joins without it); it is solved from the next round on.
@@ -385,7 +386,9 @@ class SelfPlayRound:
         if not self.config.demonstrations:
             return out
         for task_type in self.config.demonstration_types:
-            for task in self.store.sample(task_type, self.config.demonstrations):
+            for drawn in self.store.sample(task_type, self.config.demonstrations):
+                keeps_message = task_type is not TaskType.INDUCTION or self.config.demonstration_messages
+                task = drawn if keeps_message else drawn.without_message()
                 prompt_ids = self.solver_prompt_ids(task)
                 response_ids = self.render.completion_ids(gold_completion(task))
                 if prompt_ids is None or len(response_ids) > self.max_response_tokens:

@@ -93,6 +93,7 @@ def make_round(
     solve_samples: int = 1,
     demonstrations: int = 0,
     demonstration_types: tuple[TaskType, ...] = tuple(TaskType),
+    demonstration_messages: bool = True,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
     """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
     prompts)."""
@@ -108,6 +109,7 @@ def make_round(
             solve_samples=solve_samples,
             demonstrations=demonstrations,
             demonstration_types=demonstration_types,
+            demonstration_messages=demonstration_messages,
         ),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,

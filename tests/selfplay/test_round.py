@@ -237,6 +237,30 @@ async def test_only_the_chosen_task_types_are_demonstrated(
     assert result.metrics["solve/induction/demonstrations"] == 0
 
 
+async def test_induction_demonstrations_without_messages_show_the_pairs_alone(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """The zero seed's induction task has a message; its demonstration has none, in the prompt or the
+    answer, and the program it writes still passes the executor's check."""
+    round_, _, _ = make_round(
+        **scripted(pool, client, keys, tokenizer),
+        demonstrations=1,
+        demonstration_types=(TaskType.INDUCTION,),
+        demonstration_messages=False,
+    )
+    result = await round_.run(step=0, policy_version=0)
+    (demonstration,) = [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
+    (task,) = round_.store.sample(TaskType.INDUCTION, 1)
+    assert task.message.strip()
+    assert demonstration.prompt_ids.tolist() == round_.solver_prompt_ids(task.without_message())
+    assert demonstration.prompt_ids.tolist() != round_.solver_prompt_ids(task)
+    text = tokenizer.decode(demonstration.response_ids, skip_special_tokens=True)
+    assert task.message.strip() not in text
+    parsed = parse_answer(text, TaskType.INDUCTION, round_.roles)
+    assert isinstance(parsed, Answer), parsed
+    assert (await pool.check(task, parsed.text)).correct
+
+
 async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(
     pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
 ) -> None:
