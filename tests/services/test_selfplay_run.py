@@ -123,9 +123,13 @@ class Run:
             self.log.close()
 
     def output(self) -> str:
+        """The log's tail, for assertion messages."""
+        return self.full_output()[-6000:]
+
+    def full_output(self) -> str:
         if not self.log.closed:
             self.log.flush()
-        return (self.out.parent / f"{self.out.name}.log").read_text(errors="replace")[-6000:]
+        return (self.out.parent / f"{self.out.name}.log").read_text(errors="replace")
 
     def actor_processes(self, name: str) -> list[psutil.Process]:
         """The run's actor processes of one class (Ray names them ``ray::<Class>...``)."""
@@ -223,6 +227,21 @@ def test_async_run_stopped_by_ctrl_c_then_resumed(run_dir: Path, tiny_model_dir:
     assert [r["step"] for r in steps] == list(range(done + 1)), "the resumed run continues at its step count"
     assert steps[-1]["policy_version"] > steps[-2]["policy_version"]
     assert_exactly_once(run_dir)
+
+
+def test_sigterm_stops_a_run_as_cleanly_as_ctrl_c(run_dir: Path, tiny_model_dir: Path) -> None:
+    """What ``docker compose stop`` sends: the steps in flight finish and the learner checkpoints, where
+    Ray's own handler would end the driver mid-step."""
+    run = Run(run_dir, [*small(tiny_model_dir), "--steps", "50"])
+    run.wait_for_steps(2)
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish() == 0, run.output()
+    log = run.full_output()
+    assert "SIGTERM: stopping after the steps in flight" in log
+    assert "(stopped)" in log and "SIGTERM received" not in log, "Ray's handler did not take over"
+    done = len(run.steps())
+    assert 2 <= done < 50
+    assert (run_dir / "checkpoints" / f"step-{done:08d}").is_dir(), "a clean stop checkpoints"
 
 
 def test_sync_run_trains_only_on_the_current_policy_and_scores_it(

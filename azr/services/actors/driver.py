@@ -71,6 +71,9 @@ BASELINE_STEP = -1
 ``policy_version``), so the initial policy's row is step -1: an evaluation curve starts at the initial
 accuracy, just left of step 0, and never shares a step with the first update's scores."""
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that end a run cleanly: the steps in flight finish and the learner checkpoints."""
+
 
 @dataclass(slots=True)
 class RunSummary:
@@ -269,7 +272,7 @@ async def _drive(
             | ({} if evaluated is None else {"eval": f"{evaluated:.2f}"})
         )
 
-    with StepWriter(run_dir) as writer, _stop_on_sigint(schedule):
+    with StepWriter(run_dir) as writer, _stop_on_signals(schedule):
         if fresh and evaluation is not None:
             baseline = await _evaluation_row(learner, BASELINE_STEP, float(version), writer, metrics_stream)
             evaluated = baseline.get(progress_eval)
@@ -345,20 +348,27 @@ def _accuracies(metrics: dict[str, float]) -> str:
 
 
 @contextmanager
-def _stop_on_sigint(schedule: Schedule) -> Iterator[None]:
-    """First Ctrl-C: finish the steps in flight and stop; second: the default (KeyboardInterrupt)."""
+def _stop_on_signals(schedule: Schedule) -> Iterator[None]:
+    """The first Ctrl-C (SIGINT) or SIGTERM (``docker compose stop``, a job scheduler) finishes the steps
+    in flight, checkpoints and ends the run; a second one takes the default action at once.
+
+    Installed after ``ray.init``, these replace Ray's own SIGTERM handler for the run, which would dump a
+    stack trace and end the driver mid-step without a checkpoint."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be installed by the main thread (an embedding application)
         return
     loop = asyncio.get_running_loop()
 
-    def first() -> None:
-        log.warning("stopping after the steps in flight (Ctrl-C again to stop at once)")
+    def first(signum: signal.Signals) -> None:
+        log.warning("%s: stopping after the steps in flight (send it again to stop at once)", signum.name)
         schedule.stop.set()
-        loop.remove_signal_handler(signal.SIGINT)
+        for each in STOP_SIGNALS:
+            loop.remove_signal_handler(each)
 
-    loop.add_signal_handler(signal.SIGINT, first)
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, first, signum)
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
