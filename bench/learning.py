@@ -8,10 +8,11 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
 - the comparison: for each seed, each arm trains for the same ``--minutes`` of wall time and its final
   model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
-  - ``trr++``: the tiny preset as shipped (Task-Relative REINFORCE++, learnability reward);
+  - ``trr++``: the paper's algorithm on the tiny preset (Task-Relative REINFORCE++, learnability reward,
+    no demonstrations);
   - ``reinforce++``: one global baseline instead of one per (role, task type);
   - ``constant``: every valid proposal earns the same reward instead of its learnability;
-  - ``demonstrations``: the preset, and each step the trainer also imitates the executor's gold answers
+  - ``demonstrations``: TRR++, and each step the trainer also imitates the executor's gold answers
     to ``DEMONSTRATIONS`` buffer tasks per type beside the RL loss (``selfplay.demonstrations``);
     ``demonstrations-no-induction`` the same for deduction and abduction only, whose gold answers carry
     no proposer message, and ``demonstrations-no-messages`` all three with the messages taken out of the
@@ -73,10 +74,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TYPES = [t.value for t in TaskType]
 DEMONSTRATIONS = 16
 """Buffer tasks per type whose gold answers the ``demonstrations`` arm imitates each step."""
+PAPER = ["selfplay.demonstrations=0"]
+"""Learning from the model's own samples only, as in the paper, whatever the preset's default."""
 ARMS: dict[str, list[str]] = {
-    "trr++": [],
-    "reinforce++": ["trainer.algo.estimator=reinforce++"],
-    "constant": ["roles.propose_reward=constant"],
+    "trr++": PAPER,
+    "reinforce++": [*PAPER, "trainer.algo.estimator=reinforce++"],
+    "constant": [*PAPER, "roles.propose_reward=constant"],
     "demonstrations": [f"selfplay.demonstrations={DEMONSTRATIONS}"],
     "demonstrations-no-induction": [
         f"selfplay.demonstrations={DEMONSTRATIONS}",
@@ -86,7 +89,7 @@ ARMS: dict[str, list[str]] = {
         f"selfplay.demonstrations={DEMONSTRATIONS}",
         "selfplay.demonstration_messages=false",
     ],
-    "solver-rl": ["selfplay.propose=false"],
+    "solver-rl": [*PAPER, "selfplay.propose=false"],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
 SOLVER_ONLY = {name for name, sets in ARMS.items() if "selfplay.propose=false" in sets}
