@@ -294,6 +294,7 @@ async def test_closing_while_a_recycled_container_restarts_leaves_nothing(engine
     assert _containers(engine, backend) == [], "a container was created after aclose returned"
 
 
+@pytest.mark.usefixtures("engine")  # skips without an engine, as the other tests here do
 async def test_a_slow_legal_job_makes_others_wait_not_fail() -> None:
     """One worker, a job that runs longer than the acquire timeout: the job behind it waits its turn."""
     config = DockerConfig(health_interval_s=0.5, acquire_timeout_s=0.5)
