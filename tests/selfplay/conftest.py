@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from transformers import PreTrainedTokenizerBase
 
-from azr.core.task import TaskType
 from azr.executor.pool import ExecutorPool
 from azr.roles.config import RolesConfig
 from azr.rollout.sampler import Completion
@@ -85,32 +85,18 @@ def make_round(
     client: redis.Redis,
     keys: Keys,
     tokenizer: PreTrainedTokenizerBase,
-    batch_size: int = 1,
     n_rollouts: int = 2,
     roles: RolesConfig | None = None,
-    train_rollouts: bool = False,
-    propose: bool = True,
-    solve_samples: int = 1,
-    demonstrations: int = 0,
-    demonstration_types: tuple[TaskType, ...] = tuple(TaskType),
-    demonstration_messages: bool = True,
+    **selfplay: Any,
 ) -> tuple[SelfPlayRound, TaskBuffers, ExperienceStream]:
-    """A round over the zero seed; ``roles`` replaces the default roles config (n rollouts, 2,048-token
-    prompts)."""
+    """A round over the zero seed. ``selfplay`` sets ``SelfPlayConfig`` fields (one task per type and one
+    sample per step unless it says otherwise); ``roles`` replaces the default roles config (n rollouts,
+    2,048-token prompts)."""
     buffers = TaskBuffers(client, keys, seed=0)
     buffers.ensure_zero_seed()
     stream = ExperienceStream(client, keys, consumer="test")
     round_ = SelfPlayRound(
-        SelfPlayConfig(
-            batch_size=batch_size,
-            samples_per_step=1,
-            train_rollouts=train_rollouts,
-            propose=propose,
-            solve_samples=solve_samples,
-            demonstrations=demonstrations,
-            demonstration_types=demonstration_types,
-            demonstration_messages=demonstration_messages,
-        ),
+        SelfPlayConfig(**({"batch_size": 1, "samples_per_step": 1} | selfplay)),
         roles or RolesConfig(n_learnability_rollouts=n_rollouts, max_prompt_tokens=2048),
         executor=executor,
         generator=generator,
