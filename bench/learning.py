@@ -16,10 +16,11 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
     to ``DEMONSTRATIONS`` buffer tasks per type beside the RL loss (``selfplay.demonstrations``);
     ``demonstrations-no-induction`` the same for deduction and abduction only, whose gold answers carry
     no proposer message, and ``demonstrations-no-messages`` all three with the messages taken out of the
-    induction demonstrations;
+    induction demonstrations; ``seeded-demonstrations`` all three, with ``SEED_TASKS_PER_TYPE`` of the
+    warm start's own tasks per type in the buffers from the start (``selfplay.warm_start_seeds``);
   - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
-    start was trained on (``selfplay.propose=false`` and a ``selfplay.seed_tasks`` file of them), which
-    separates what reinforcement learning does at this scale from what the proposer's curriculum does;
+    start was trained on (``selfplay.propose=false`` and ``selfplay.warm_start_seeds``), which separates
+    what reinforcement learning does at this scale from what the proposer's curriculum does;
   - ``sft``: no self-play: supervised training continues on the warm-start data, at the learning rate the
     warm start ended on;
   - ``buffer-sft``: the tasks the ``trr++`` run of the same seed left in its buffers (nearly all written by
@@ -54,8 +55,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
-from azr.core.task import Role, Task, TaskType
-from azr.eval.suites import task_line
+from azr.core.task import TaskType
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
 from azr.services.config import RedisConfig
@@ -73,30 +73,29 @@ AZR = [sys.executable, "-m", "azr"]
 RESULTS = Path(__file__).resolve().parent / "results"
 TYPES = [t.value for t in TaskType]
 DEMONSTRATIONS = 16
-"""Buffer tasks per type whose gold answers the ``demonstrations`` arm imitates each step."""
-PAPER = ["selfplay.demonstrations=0"]
-"""Learning from the model's own samples only, as in the paper, whatever the preset's default."""
+"""Buffer tasks per type whose gold answers the demonstration arms imitate each step."""
+SEED_TASKS_PER_TYPE = 300
+"""The warm start's own tasks per type in the buffers of the arms that seed with them."""
+PAPER = ["selfplay.demonstrations=0", "selfplay.warm_start_seeds=0"]
+"""Learning from the model's own samples only, buffers seeded by the model alone, as in the paper,
+whatever the preset's defaults."""
+ALL_TYPES = 'selfplay.demonstration_types=["deduction","abduction","induction"]'
+DEMONSTRATED = [f"selfplay.demonstrations={DEMONSTRATIONS}", "selfplay.warm_start_seeds=0", ALL_TYPES]
 ARMS: dict[str, list[str]] = {
     "trr++": PAPER,
     "reinforce++": [*PAPER, "trainer.algo.estimator=reinforce++"],
     "constant": [*PAPER, "roles.propose_reward=constant"],
-    "demonstrations": [f"selfplay.demonstrations={DEMONSTRATIONS}"],
+    "demonstrations": DEMONSTRATED,
     "demonstrations-no-induction": [
-        f"selfplay.demonstrations={DEMONSTRATIONS}",
+        *DEMONSTRATED,
         'selfplay.demonstration_types=["deduction","abduction"]',
     ],
-    "demonstrations-no-messages": [
-        f"selfplay.demonstrations={DEMONSTRATIONS}",
-        "selfplay.demonstration_messages=false",
-    ],
-    "solver-rl": [*PAPER, "selfplay.propose=false"],
+    "demonstrations-no-messages": [*DEMONSTRATED, "selfplay.demonstration_messages=false"],
+    "seeded-demonstrations": [*DEMONSTRATED, f"selfplay.warm_start_seeds={SEED_TASKS_PER_TYPE}"],
+    "solver-rl": [*PAPER, "selfplay.propose=false", f"selfplay.warm_start_seeds={SEED_TASKS_PER_TYPE}"],
 }
-"""Self-play arms: the ``--set`` overrides that make each one from the tiny preset."""
-SOLVER_ONLY = {name for name, sets in ARMS.items() if "selfplay.propose=false" in sets}
-"""Arms that propose nothing: they train on the warm start's own tasks, written to a seed file."""
-CURVE_ARMS = [name for name in ARMS if name not in SOLVER_ONLY]
-"""Arms the curve can run: those that need no seed file."""
-SEED_TASKS_PER_TYPE = 300
+"""Self-play arms: the ``--set`` overrides that make each one from the tiny preset (a later override of
+the same setting wins)."""
 SUPERVISED = ("sft", "buffer-sft")
 """Arms that train the warm start with supervision instead of self-play."""
 
@@ -139,27 +138,9 @@ def selfplay(run: Path, minutes: float, sets: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def warm_start_tasks(examples: list[Example], path: Path, per_type: int) -> Path:
-    """The first ``per_type`` tasks of each type that the warm start's solver examples teach, as a seed
-    file (executor job lines; the run's executor computes their outputs again)."""
-    chosen: dict[TaskType, dict[str, Task]] = {t: {} for t in TaskType}
-    for example in examples:
-        same_type = chosen[example.type]
-        if example.role is Role.SOLVE and len(same_type) < per_type:
-            same_type.setdefault(example.task.id, example.task)
-    path.write_text("".join(task_line(t) + "\n" for tasks in chosen.values() for t in tasks.values()))
-    return path
-
-
-def selfplay_arm(
-    name: str, seed: int, minutes: float, settings: RunSettings, root: Path, *, seed_tasks: Path | None
-) -> dict[str, Any]:
+def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, root: Path) -> dict[str, Any]:
     run = root / f"{name}-seed{seed}"
-    sets = [*ARMS[name], f"selfplay.seed={seed}", f"rollout.seed={seed}"]
-    if name in SOLVER_ONLY:
-        assert seed_tasks is not None, "a solver-only arm trains on the warm start's tasks"
-        sets.append(f"selfplay.seed_tasks={seed_tasks}")
-    wall = selfplay(run, minutes, sets)
+    wall = selfplay(run, minutes, [*ARMS[name], f"selfplay.seed={seed}", f"rollout.seed={seed}"])
     # Step rows (evaluation rows have no solver series); a run of the solver alone has no proposer series.
     rows = [r for r in read_metrics(run) if r["step"] >= 0 and "solve/deduction/accuracy" in r]
     proposed = [r for r in rows if "propose/deduction/valid_rate" in r]
@@ -282,7 +263,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--curve-minutes", type=float, default=30, help="the curve run's budget (0: none)")
-    parser.add_argument("--curve-arm", default="trr++", choices=CURVE_ARMS, help="the curve run's arm")
+    parser.add_argument("--curve-arm", default="trr++", choices=list(ARMS), help="the curve run's arm")
     parser.add_argument("--eval-every", type=int, default=10, help="steps between the curve's evaluations")
     parser.add_argument("--minutes", type=float, default=5, help="each comparison run's budget (0: none)")
     parser.add_argument("--seeds", type=int, default=3)
@@ -309,13 +290,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {
             "warm": [{"run": str(warm), "eval": evaluate(warm, args.out / "warm.json", settings)}]
         }
-        solver_only = any(a in SOLVER_ONLY for a in arms)
-        examples = draw_examples(settings.warm_start_config())[0] if "sft" in arms or solver_only else []
-        seed_tasks = (
-            warm_start_tasks(examples, args.out / "warm-start-tasks.jsonl", SEED_TASKS_PER_TYPE)
-            if solver_only
-            else None
-        )
+        examples = draw_examples(settings.warm_start_config())[0] if "sft" in arms else []
         for seed in range(args.seeds):  # seeds outermost: a slowdown of the machine hits every arm alike
             for arm in arms:
                 if arm == "sft":
@@ -328,7 +303,7 @@ def main() -> None:
                         arm, seed, args.minutes, settings, warm=warm, examples=data, root=args.out
                     )
                 else:
-                    result = selfplay_arm(arm, seed, args.minutes, settings, args.out, seed_tasks=seed_tasks)
+                    result = selfplay_arm(arm, seed, args.minutes, settings, args.out)
                 runs.setdefault(arm, []).append(result)
         summary = {name: summarise(rs) for name, rs in runs.items()}
         selfplay_runs = [Path(r["run"]) for name, rs in runs.items() if name in ARMS for r in rs]

@@ -51,6 +51,16 @@ class SelfPlayConfig(BaseModel):
         "computes its gold outputs (outputs in the file are ignored); a file with an invalid task stops "
         "the run before training, naming each invalid task and why.",
     )
+    warm_start_seeds: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="Tasks per type that the warm start was taught to solve (the first of its data, drawn "
+        "from the project's program families) added to the buffers of a new run as seeds, validated like "
+        "`seed_tasks`. They give the proposer references and the demonstrations tasks whose induction "
+        "messages describe their programs exactly. Only a warm start built by `azr pretrain` lists them "
+        "(beside its weights); from any other model the run adds none, and logs so.",
+    )
     solve_samples: int = Field(
         default=1,
         ge=1,

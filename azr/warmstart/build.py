@@ -5,6 +5,9 @@ like the tiny model it starts from. The build is cached under a fingerprint of e
 determines it (the base model's build, the configuration, the examples themselves and the held-out
 suite they exclude): a directory holding the same fingerprint is reused as is. A fresh build is written
 to a temporary sibling and renamed into place, so concurrent builders never see a half-written model.
+
+Beside the model, ``tasks.jsonl`` lists the tasks its solver examples teach, in the order they were drawn:
+a run from the warm start can seed its buffers with them (``warm_start_tasks``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from azr.eval.suites import load_suite
+from azr.core.task import Role, Task, TaskType
+from azr.eval.suites import load_suite, load_tasks_file, task_line
 from azr.executor.api import Executor
 from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.selfplay.rendering import PromptRenderer
@@ -39,6 +43,8 @@ from azr.warmstart.train import SFTSchedule, tokenise, train
 log = logging.getLogger(__name__)
 
 MARKER = "azr-warm-start.json"
+TASKS_FILE = "tasks.jsonl"
+"""The warm start's solver tasks, as executor job lines, beside the model."""
 WARM_MODEL_DIR = Path("models") / "tiny-warm"
 """Where, under the cache directory, the warm-started tiny model lives."""
 BASE_MODEL_DIR = Path("models") / "tiny"
@@ -84,6 +90,7 @@ def build_warm_start(
         not force
         and built.get("recipe") == recipe
         and isinstance(fingerprint := built.get("fingerprint"), str)
+        and (target / TASKS_FILE).exists()
     ):
         log.info("reusing the warm start in %s (same recipe)", target)
         return WarmStartResult(target, True, fingerprint, None, (), time.perf_counter() - started)
@@ -91,6 +98,7 @@ def build_warm_start(
     want = _fingerprint(config, base, data_fingerprint(examples))
     if not force and built.get("fingerprint") == want:
         log.info("reusing the warm start in %s (same data)", target)
+        _write_tasks(target, examples)
         _write_marker(target, built | {"recipe": recipe})  # the next call skips drawing the data
         return WarmStartResult(target, True, want, report, (), time.perf_counter() - started)
     log.info("warm start: %d examples %s", report.examples, report.by_group)
@@ -108,6 +116,7 @@ def build_warm_start(
         tmp.chmod(0o755)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        _write_tasks(tmp, examples)
         marker = {
             "fingerprint": want,
             "recipe": recipe,
@@ -126,6 +135,26 @@ def build_warm_start(
     seconds = time.perf_counter() - started
     log.info("built the warm start in %s (%.0f s)", target, seconds)
     return WarmStartResult(target, False, want, report, tuple(losses), seconds)
+
+
+def warm_start_tasks(directory: Path, per_type: int) -> list[Task]:
+    """The first ``per_type`` tasks of each type that the warm start in ``directory`` was taught to solve
+    (fewer where it has fewer), without gold outputs: seed tasks from the program families, whose
+    induction messages describe their programs exactly."""
+    counts = dict.fromkeys(TaskType, 0)
+    chosen = []
+    for task in load_tasks_file(directory / TASKS_FILE):
+        if counts[task.type] < per_type:
+            counts[task.type] += 1
+            chosen.append(task)
+    return chosen
+
+
+def _write_tasks(directory: Path, examples: list[Example]) -> None:
+    tasks = {e.task.id: e.task for e in examples if e.role is Role.SOLVE}
+    tmp = directory / f".{TASKS_FILE}.tmp"
+    tmp.write_text("".join(task_line(t) + "\n" for t in tasks.values()))
+    tmp.replace(directory / TASKS_FILE)
 
 
 def draw_examples(

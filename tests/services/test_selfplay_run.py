@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import redis
 
 from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.keys import Keys
+from azr.warmstart.build import BASE_MODEL_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -299,7 +301,8 @@ def test_a_redis_outage_is_ridden_out(run_dir: Path, tiny_model_dir: Path, tmp_p
 
 def test_the_solver_trains_alone_on_a_seed_file(run_dir: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
     """``--seed-tasks`` with ``selfplay.propose=false``: the seeds join the buffers with the executor's
-    outputs, nothing is proposed, and every trained experience is a solver's."""
+    outputs, nothing is proposed, and every trained experience is a solver's. The untrained tiny model
+    lists no tasks it was taught, so the preset's ``warm_start_seeds`` adds none, and says so."""
     seeds = tmp_path / "seeds.jsonl"
     job = {"id": "a", "op": "validate", "task": {"type": "deduction", "program": DOUBLE, "inputs": ["3"]}}
     bare = {"type": "abduction", "program": "def f(s):\n    return s[::-1]", "inputs": ["'ab'"]}
@@ -311,10 +314,31 @@ def test_the_solver_trains_alone_on_a_seed_file(run_dir: Path, tiny_model_dir: P
     assert len(steps) == 2
     assert not [k for r in steps for k in r if k.startswith("propose/")], "nothing was proposed"
     assert [r["buffer/deduction/size"] for r in steps] == [2, 2], "the zero seed and the file's task"
+    said = " ".join(run.output().split())
+    assert "lists no tasks it was trained on" in said, "the preset's warm-start seeds: none from this model"
     assert all(r[f"solve/{t}/count"] == 1 for r in steps for t in TYPES)
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert samples and {s["role"] for s in samples} == {"solve"}
     assert_exactly_once(run_dir)
+
+
+def test_a_run_from_the_warm_start_seeds_its_buffers_with_the_tasks_it_was_taught(
+    run_dir: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``selfplay.warm_start_seeds``: the warm start (built small here, from the session's tiny model) lists
+    the tasks it was trained to solve, and the run adds the first of each type to the buffers."""
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_model_dir, cache / BASE_MODEL_DIR)
+    warm = ["model=tiny-warm", f"cache_dir={cache}", "warm_start.steps=1", "warm_start.tasks_per_type=6"]
+    seeded = [*warm, "selfplay.warm_start_seeds=2", "selfplay.propose=false"]
+    run = Run(
+        run_dir,
+        [*small(tiny_model_dir), "--steps", "1", "--sync", *(a for s in seeded for a in ("--set", s))],
+    )
+    assert run.finish() == 0, run.output()
+    (step,) = run.steps()
+    assert [step[f"buffer/{t}/size"] for t in TYPES] == [3, 3, 3], "the zero seed and two taught tasks"
+    assert "seed tasks: 6 from the warm start's tasks, 6 new to the buffers" in " ".join(run.output().split())
 
 
 def test_a_seed_file_with_an_invalid_task_stops_the_run_before_training(

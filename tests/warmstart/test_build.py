@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from transformers import AutoModelForCausalLM
 
+from azr.core.task import Role, TaskType
 from azr.roles.config import RolesConfig
-from azr.warmstart.build import BASE_MODEL_DIR, build_warm_start
+from azr.warmstart.build import BASE_MODEL_DIR, TASKS_FILE, build_warm_start, draw_examples, warm_start_tasks
 from azr.warmstart.config import WarmStartConfig
 
 
@@ -38,3 +40,21 @@ def test_the_warm_start_is_reused_unless_its_data_or_training_change(cache_dir: 
     full = config.model_copy(update={"roles": roles.model_copy(update={"wording": "full"})})
     assert build_warm_start(cache_dir, full, directory=cache_dir / "full").fingerprint != first.fingerprint
     assert not build_warm_start(cache_dir, config.model_copy(update={"steps": 3})).reused
+
+
+def test_the_warm_start_lists_the_tasks_it_was_taught_to_solve(cache_dir: Path) -> None:
+    config = WarmStartConfig(tasks_per_type=6, steps=1, batch_size=2, roles=RolesConfig(wording="compact"))
+    solved = {e.task.id for e in draw_examples(config)[0] if e.role is Role.SOLVE}
+    built = build_warm_start(cache_dir, config)
+
+    taught = warm_start_tasks(built.directory, 2)
+    assert Counter(t.type for t in taught) == dict.fromkeys(TaskType, 2)
+    assert {t.id for t in taught} <= solved
+    assert all(t.outputs == () for t in taught), "the run's executor computes the gold outputs again"
+    assert len(warm_start_tasks(built.directory, 100)) == len(solved), "fewer where it has fewer"
+
+    # A warm start cached before the list existed gets it without training again.
+    (built.directory / TASKS_FILE).unlink()
+    again = build_warm_start(cache_dir, config)
+    assert again.reused and again.report is not None
+    assert warm_start_tasks(again.directory, 2) == taught

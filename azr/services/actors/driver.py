@@ -19,7 +19,7 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +54,7 @@ from azr.services.store.metrics import STREAM_COUNTERS, Counters, MetricsStream
 from azr.services.store.run_state import RunState
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import build_tiny_model
-from azr.warmstart.build import build_warm_start
+from azr.warmstart.build import TASKS_FILE, build_warm_start, warm_start_tasks
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,10 @@ class LearnerSide:
         return metrics
 
 
+WARM_START_SEEDS = "the warm start's tasks"
+"""The source named for ``selfplay.warm_start_seeds`` in the log and in a refusal."""
+
+
 def resolve_model(settings: RunSettings) -> str:
     """The model's directory or hub id; the tiny model is built (or reused) in the cache directory."""
     if settings.model == TINY_MODEL:
@@ -165,9 +169,11 @@ def run_selfplay(
     run_dir.create()
     if not resume and run_dir.last_step() is not None:
         raise FileExistsError(f"{run_dir.root} already holds a run: pass --resume to continue it")
-    seeds = _read_seed_tasks(settings.selfplay.seed_tasks) if not resume else []
+    seeds = _read_seed_tasks(settings.selfplay.seed_tasks) if not resume else {}
     run_dir.write_config(dump(settings))
     model = resolve_model(settings)
+    if settings.selfplay.warm_start_seeds and not resume:
+        seeds |= _warm_start_seeds(Path(model), settings.selfplay.warm_start_seeds)
     with ExitStack() as stack:
         redis = settings.redis
         if redis is None:
@@ -186,7 +192,7 @@ async def _drive(
     redis: RedisConfig,
     placement: NodeRoundRobin,
     *,
-    seeds: Sequence[Task],
+    seeds: Mapping[str, Sequence[Task]],
     progress: bool,
 ) -> RunSummary:
     client = connect(redis)
@@ -297,27 +303,42 @@ async def _drive(
 
 
 async def _seed(
-    round_: SelfPlayRound, generator: RayGenerator, settings: RunSettings, seeds: Sequence[Task]
+    round_: SelfPlayRound,
+    generator: RayGenerator,
+    settings: RunSettings,
+    seeds: Mapping[str, Sequence[Task]],
 ) -> None:
-    """Before the first step of a new run: the seed file's tasks, then the seeding stage."""
-    if seeds:
-        source = str(settings.selfplay.seed_tasks)
-        added = await add_seed_tasks(round_, seeds, source=source)
-        log.info("seed tasks: %d from %s, %d new to the buffers", len(seeds), source, added)
+    """Before the first step of a new run: the seed tasks of each source, then the seeding stage."""
+    for source, tasks in seeds.items():
+        added = await add_seed_tasks(round_, tasks, source=source)
+        log.info("seed tasks: %d from %s, %d new to the buffers", len(tasks), source, added)
     await generator.sync()
     report = await seed_buffers(round_, settings.selfplay)
     log.info("seeding: %d rounds, %d tasks added", report.rounds, report.added)
 
 
-def _read_seed_tasks(path: Path | None) -> list[Task]:
-    """The seed file's tasks, read before anything starts so that a missing or malformed file stops the
-    run at once."""
+def _read_seed_tasks(path: Path | None) -> dict[str, list[Task]]:
+    """The seed file's tasks by their source, read before anything starts so that a missing or malformed
+    file stops the run at once."""
     if path is None:
-        return []
+        return {}
     try:
-        return load_tasks_file(path)
+        return {str(path): load_tasks_file(path)}
     except (OSError, ValueError) as exc:
         raise SeedTasksError(f"cannot read the seed tasks: {exc}") from exc
+
+
+def _warm_start_seeds(model: Path, per_type: int) -> dict[str, list[Task]]:
+    """The first ``per_type`` tasks of each type that the model was trained to solve, where it lists them
+    (a warm start built by ``azr pretrain`` does)."""
+    if not (model / TASKS_FILE).is_file():
+        log.warning(
+            "%s lists no tasks it was trained on (no %s): selfplay.warm_start_seeds adds none",
+            model,
+            TASKS_FILE,
+        )
+        return {}
+    return {WARM_START_SEEDS: warm_start_tasks(model, per_type)}
 
 
 async def _evaluation_row(
