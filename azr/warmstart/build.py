@@ -152,9 +152,7 @@ def warm_start_tasks(directory: Path, per_type: int) -> list[Task]:
 
 def _write_tasks(directory: Path, examples: list[Example]) -> None:
     tasks = {e.task.id: e.task for e in examples if e.role is Role.SOLVE}
-    tmp = directory / f".{TASKS_FILE}.tmp"
-    tmp.write_text("".join(task_line(t) + "\n" for t in tasks.values()))
-    tmp.replace(directory / TASKS_FILE)
+    _replace_file(directory / TASKS_FILE, "".join(task_line(t) + "\n" for t in tasks.values()))
 
 
 def draw_examples(
@@ -213,9 +211,14 @@ def recipe_fingerprint(config: WarmStartConfig, base: Path) -> str:
 
 
 def _write_marker(directory: Path, marker: dict[str, object]) -> None:
-    tmp = directory / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps(marker, indent=1))
-    tmp.replace(directory / MARKER)
+    _replace_file(directory / MARKER, json.dumps(marker, indent=1))
+
+
+def _replace_file(path: Path, text: str) -> None:
+    """Write ``path`` through a hidden sibling renamed into place: a reader sees the old file or the new."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _marker(directory: Path) -> dict[str, object]:
