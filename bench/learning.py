@@ -8,6 +8,8 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
 - the comparison: for each seed, each arm trains for the same ``--minutes`` of wall time and its final
   model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
+  - ``preset``: the tiny preset as it is (whatever its defaults are now); the arms below pin the learning
+    rate they were measured at (``MEASURED_LR``) and change the rest as they say;
   - ``trr++``: the paper's algorithm on the tiny preset (Task-Relative REINFORCE++, learnability reward,
     no demonstrations);
   - ``reinforce++``: one global baseline instead of one per (role, task type);
@@ -76,12 +78,21 @@ DEMONSTRATIONS = 16
 """Buffer tasks per type whose gold answers the demonstration arms imitate each step."""
 SEED_TASKS_PER_TYPE = 300
 """The warm start's own tasks per type in the buffers of the arms that seed with them."""
-PAPER = ["selfplay.demonstrations=0", "selfplay.warm_start_seeds=0"]
+MEASURED_LR = "trainer.lr=2e-5"
+"""The learning rate the arms below were measured at (the README's tables), before the preset's rose to
+5e-5: TRR++ alone at 5e-5 and above collapses within 30 steps."""
+PAPER = ["selfplay.demonstrations=0", "selfplay.warm_start_seeds=0", MEASURED_LR]
 """Learning from the model's own samples only, buffers seeded by the model alone, as in the paper,
 whatever the preset's defaults."""
 ALL_TYPES = 'selfplay.demonstration_types=["deduction","abduction","induction"]'
-DEMONSTRATED = [f"selfplay.demonstrations={DEMONSTRATIONS}", "selfplay.warm_start_seeds=0", ALL_TYPES]
+DEMONSTRATED = [
+    f"selfplay.demonstrations={DEMONSTRATIONS}",
+    "selfplay.warm_start_seeds=0",
+    ALL_TYPES,
+    MEASURED_LR,
+]
 ARMS: dict[str, list[str]] = {
+    "preset": [],
     "trr++": PAPER,
     "reinforce++": [*PAPER, "trainer.algo.estimator=reinforce++"],
     "constant": [*PAPER, "roles.propose_reward=constant"],
@@ -263,7 +274,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--curve-minutes", type=float, default=30, help="the curve run's budget (0: none)")
-    parser.add_argument("--curve-arm", default="trr++", choices=list(ARMS), help="the curve run's arm")
+    parser.add_argument("--curve-arm", default="preset", choices=list(ARMS), help="the curve run's arm")
     parser.add_argument("--eval-every", type=int, default=10, help="steps between the curve's evaluations")
     parser.add_argument("--minutes", type=float, default=5, help="each comparison run's budget (0: none)")
     parser.add_argument("--seeds", type=int, default=3)
