@@ -20,6 +20,9 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
     no proposer message, and ``demonstrations-no-messages`` all three with the messages taken out of the
     induction demonstrations; ``seeded-demonstrations`` all three, with ``SEED_TASKS_PER_TYPE`` of the
     warm start's own tasks per type in the buffers from the start (``selfplay.warm_start_seeds``);
+  - ``lr-1e-4``: the preset at twice its learning rate; ``lr-1e-4-proposer-demonstrations`` the same with
+    ``PROPOSER_DEMONSTRATIONS`` buffer tasks per type imitated as proposals
+    (``selfplay.proposer_demonstrations``);
   - ``solver-rl``: no proposer: the solver alone, with the same reinforcement learning, on tasks the warm
     start was trained on (``selfplay.propose=false`` and ``selfplay.warm_start_seeds``), which separates
     what reinforcement learning does at this scale from what the proposer's curriculum does;
@@ -76,6 +79,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TYPES = [t.value for t in TaskType]
 DEMONSTRATIONS = 16
 """Buffer tasks per type whose gold answers the demonstration arms imitate each step."""
+PROPOSER_DEMONSTRATIONS = 4
+"""Buffer tasks per type the proposer-demonstration arm imitates as proposals each step: as many as the
+proposals it samples (the tiny preset's B)."""
 SEED_TASKS_PER_TYPE = 300
 """The warm start's own tasks per type in the buffers of the arms that seed with them."""
 MEASURED_LR = "trainer.lr=2e-5"
@@ -104,6 +110,11 @@ ARMS: dict[str, list[str]] = {
     "demonstrations-no-messages": [*DEMONSTRATED, "selfplay.demonstration_messages=false"],
     "seeded-demonstrations": [*DEMONSTRATED, f"selfplay.warm_start_seeds={SEED_TASKS_PER_TYPE}"],
     "solver-rl": [*PAPER, "selfplay.propose=false", f"selfplay.warm_start_seeds={SEED_TASKS_PER_TYPE}"],
+    "lr-1e-4": ["trainer.lr=1e-4"],
+    "lr-1e-4-proposer-demonstrations": [
+        "trainer.lr=1e-4",
+        f"selfplay.proposer_demonstrations={PROPOSER_DEMONSTRATIONS}",
+    ],
 }
 """Self-play arms: the ``--set`` overrides that make each one from the tiny preset (a later override of
 the same setting wins)."""

@@ -4,8 +4,9 @@ The trainer sees nothing else of self-play: it groups by ``(role, task_type)`` a
 Token ids and log-probs are numpy arrays so that the Redis codec can pack them as raw bytes.
 
 Most experiences are *sampled*: the policy wrote the response, and the trainer reinforces it by its
-reward. A *demonstration* is the executor's gold answer to a buffer task, written in the solver's format:
-the trainer imitates it (maximises its likelihood) instead. Its behaviour log-probs are all 0, which is
+reward. A *demonstration* is a buffer task written as a role writes it (the solver's: the executor's gold
+answer; the proposer's: the task itself, answering a prompt that shows other tasks): the trainer imitates
+it (maximises its likelihood) instead. Its behaviour log-probs are all 0, which is
 exact: the executor writes that response with probability 1.
 """
 

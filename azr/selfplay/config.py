@@ -87,6 +87,18 @@ class SelfPlayConfig(BaseModel):
         "every buffer task's answer when it validated it. 0, as in the paper: the model learns from its own "
         "samples only, one reward each.",
     )
+    proposer_demonstrations: int = Field(
+        default=0,
+        ge=0,
+        le=65_536,
+        description="Buffer tasks per task type, drawn uniformly each step, that the trainer imitates as "
+        "proposals: each task written as the proposer's answer to a prompt showing other buffer tasks as "
+        "references (induction: giving the task's program). The solver's demonstrations train the same "
+        "weights on the solver's format (an induction answer is a program block and nothing after it); "
+        "with no proposer data beside them, a fast learning rate can teach the proposer to stop after its "
+        "program block, and once every proposal of a type fails, TRR++ has no baseline to move it back. "
+        "0, as in the paper.",
+    )
     demonstration_types: tuple[TaskType, ...] = Field(
         default=tuple(TaskType),
         min_length=1,

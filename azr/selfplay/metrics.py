@@ -3,7 +3,8 @@
 Every key is present every step (zero when nothing happened), so a chart or a ``metrics.jsonl`` reader never
 meets a missing series: per task type, in a run that proposes (``selfplay.propose``, the default; a run of
 the solver alone has no proposer series rather than a flat zero that reads as a proposer writing nothing
-valid) ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,complexity_mean}``,
+valid) ``propose/<type>/{count,valid_rate,reward_mean,learnability_mean,complexity_mean,demonstrations}``
+(``demonstrations``: buffer tasks imitated as proposals with ``selfplay.proposer_demonstrations``),
 ``solve/<type>/{count,accuracy,reward_mean,rollouts_trained,demonstrations}`` (``count`` counts answers,
 several per task with ``selfplay.solve_samples``; ``rollouts_trained`` counts the learnability rollouts
 trained as solver answers with ``train_rollouts``, ``demonstrations`` the gold answers to imitate with
@@ -29,7 +30,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 
-from azr.core.task import Task, TaskType
+from azr.core.task import Role, Task, TaskType
 from azr.executor.errors import ErrorCode
 from azr.proposer.rewards import MISLEADING_MESSAGE, SOLVE_RATE, SOLVE_RATE_WITHOUT_MESSAGE
 from azr.roles.errors import FormatFailure
@@ -112,9 +113,10 @@ class RoundMetrics:
         self._values[f"{prefix}/reward"].append(reward.value)
         self._counts[f"{prefix}/correct"] += reward.parts.get("role", 0.0) == 1.0
 
-    def demonstration(self, task_type: TaskType) -> None:
-        """A gold answer to a buffer task, for the trainer to imitate."""
-        self._counts[f"solve/{task_type.value}/demonstrations"] += 1
+    def demonstration(self, role: Role, task_type: TaskType) -> None:
+        """A buffer task written as ``role``'s answer (the solver's: its gold answer), for the trainer to
+        imitate."""
+        self._counts[f"{role.value}/{task_type.value}/demonstrations"] += 1
 
     def buffer_sizes(self, sizes: Mapping[TaskType, int]) -> None:
         for task_type, size in sizes.items():
@@ -133,6 +135,7 @@ class RoundMetrics:
                     f"{p}/reward_mean": _mean(v[f"{p}/reward"]),
                     f"{p}/learnability_mean": _mean(v[f"{p}/learnability"]),
                     f"{p}/complexity_mean": _mean(v[f"{p}/complexity"]),
+                    f"{p}/demonstrations": c[f"{p}/demonstrations"],
                 }
             out |= {
                 f"{s}/count": solved,
@@ -158,5 +161,9 @@ class RoundMetrics:
             "perf/execute_s": c["perf/execute_s"],
             "perf/store_s": c["perf/store_s"],
         }
-        out |= {k: val for k, val in c.items() if k.endswith(("/no_prompt", "/demonstrations_too_long"))}
+        out |= {
+            k: val
+            for k, val in c.items()
+            if k.endswith(("/no_prompt", "/demonstrations_too_long", "/demonstrations_no_prompt"))
+        }
         return out

@@ -41,6 +41,7 @@ import numpy as np
 from azr.core.experience import Experience, ExperienceKind
 from azr.core.task import Role, Task, TaskType, TaskUse
 from azr.executor.jobs import Judgement, Validation
+from azr.proposer.gold import propose_completion
 from azr.proposer.parsing import parse_proposal
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
 from azr.proposer.references import choose_induction_source, choose_references, fit_references
@@ -381,36 +382,98 @@ class SelfPlayRound:
         return out
 
     def _demonstrations(self, step: int, policy_version: int, metrics: RoundMetrics) -> list[Experience]:
-        """Gold answers to ``demonstrations`` buffer tasks per type, as experiences to imitate."""
+        """Buffer tasks to imitate: gold answers to ``demonstrations`` tasks per demonstrated type, and
+        ``proposer_demonstrations`` tasks per type written as proposals."""
         out: list[Experience] = []
-        if not self.config.demonstrations:
-            return out
-        for task_type in self.config.demonstration_types:
+        for task_type in self.config.demonstration_types if self.config.demonstrations else ():
             for drawn in self.store.sample(task_type, self.config.demonstrations):
                 keeps_message = task_type is not TaskType.INDUCTION or self.config.demonstration_messages
                 task = drawn if keeps_message else drawn.without_message()
                 prompt_ids = self.solver_prompt_ids(task)
-                response_ids = self.render.completion_ids(gold_completion(task))
-                if prompt_ids is None or len(response_ids) > self.max_response_tokens:
-                    metrics.count(f"solve/{task_type.value}/demonstrations_too_long")
-                    continue
-                metrics.demonstration(task_type)
-                out.append(
-                    Experience(
-                        id=f"{self.run_id}-{step:07d}-demonstration-{task_type.value}-{uuid.uuid4().hex[:12]}",
-                        run_id=self.run_id,
-                        policy_version=policy_version,
-                        role=Role.SOLVE,
-                        task_type=task_type,
-                        prompt_ids=np.asarray(prompt_ids, dtype=np.int32),
-                        response_ids=np.asarray(response_ids, dtype=np.int32),
-                        behaviour_logprobs=np.zeros(len(response_ids), dtype=np.float32),
-                        reward=1.0,  # what a correct answer earns; the trainer imitates rather than weighs it
-                        task_id=task.id,
-                        kind=ExperienceKind.DEMONSTRATION,
-                    )
+                completion = gold_completion(task)
+                out += self._demonstration(
+                    Role.SOLVE,
+                    task,
+                    prompt_ids,
+                    completion,
+                    step=step,
+                    policy_version=policy_version,
+                    metrics=metrics,
+                )
+        for task_type in TaskType if self.config.proposer_demonstrations else ():
+            for task in self.store.sample(task_type, self.config.proposer_demonstrations):
+                prompt_ids = self._demonstrated_request_ids(task, step)
+                completion = propose_completion(task)
+                out += self._demonstration(
+                    Role.PROPOSE,
+                    task,
+                    prompt_ids,
+                    completion,
+                    step=step,
+                    policy_version=policy_version,
+                    metrics=metrics,
                 )
         return out
+
+    def _demonstrated_request_ids(self, task: Task, step: int) -> list[int] | None:
+        """A proposer prompt that ``task`` answers: for induction one giving its program, else one showing
+        other buffer tasks of its type as references (never a task with its program)."""
+        if task.type is TaskType.INDUCTION:
+            references: tuple[Task, ...] = (task,)
+        else:
+            pool = [
+                t
+                for t in self.store.sample(task.type, self.roles.n_references + 1)
+                if t.id != task.id and t.program != task.program
+            ]
+            references = choose_references(pool, self.roles, self.rng)
+        if not references:
+            return None
+        request = fit_references(
+            ProposalRequest(type=task.type, references=references, step=step),
+            lambda prompt: len(self.render(prompt)),
+            self.roles.max_prompt_tokens,
+            self.roles,
+        )
+        return None if request is None else self.render(proposer_prompt(request, self.roles))
+
+    def _demonstration(
+        self,
+        role: Role,
+        task: Task,
+        prompt_ids: list[int] | None,
+        completion: str,
+        *,
+        step: int,
+        policy_version: int,
+        metrics: RoundMetrics,
+    ) -> list[Experience]:
+        """``completion``, ``task`` written as ``role``'s answer to ``prompt_ids``, as an experience to
+        imitate; none without a prompt (no prompt of the budget holds the task, or a proposer prompt has no
+        other program to show) or when the sampler could not write that many tokens."""
+        if prompt_ids is None:
+            metrics.count(f"{role.value}/{task.type.value}/demonstrations_no_prompt")
+            return []
+        response_ids = self.render.completion_ids(completion)
+        if len(response_ids) > self.max_response_tokens:
+            metrics.count(f"{role.value}/{task.type.value}/demonstrations_too_long")
+            return []
+        metrics.demonstration(role, task.type)
+        return [
+            Experience(
+                id=f"{self.run_id}-{step:07d}-demo-{role.value}-{task.type.value}-{uuid.uuid4().hex[:12]}",
+                run_id=self.run_id,
+                policy_version=policy_version,
+                role=role,
+                task_type=task.type,
+                prompt_ids=np.asarray(prompt_ids, dtype=np.int32),
+                response_ids=np.asarray(response_ids, dtype=np.int32),
+                behaviour_logprobs=np.zeros(len(response_ids), dtype=np.float32),
+                reward=1.0,  # what a correct answer earns; the trainer imitates rather than weighs it
+                task_id=task.id,
+                kind=ExperienceKind.DEMONSTRATION,
+            )
+        ]
 
     def _rollout_solves(self, proposals: Sequence[Proposal]) -> list[Solve]:
         """The learnability rollouts of the valid proposals (with the message check, those without the

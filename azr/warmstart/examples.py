@@ -12,8 +12,8 @@ From one labelled task (program, inputs, gold outputs computed by the executor) 
 Every completion ends with a short ``<think>`` section that restates the question (no reasoning text
 is invented) and the answer in fenced blocks rendered by ``azr.roles.completion.fenced``, so that the
 roles' own parsers read it back exactly; ``azr.warmstart.data`` checks that they do, and that the
-executor accepts every answer and every proposal. The solver's completion is ``azr.solver.gold``'s, the
-one self-play's demonstrations imitate.
+executor accepts every answer and every proposal. The completions are ``azr.solver.gold``'s and
+``azr.proposer.gold``'s, the ones self-play's demonstrations imitate.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from azr.core.task import Role, Task, TaskType
+from azr.proposer.gold import propose_completion
 from azr.proposer.prompts import ProposalRequest, proposer_prompt
-from azr.roles.completion import BlockKind, fenced, write_completion
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
 from azr.solver.gold import gold_completion
@@ -47,15 +47,6 @@ class Example:
     """The labelled task the example answers (solve) or proposes (propose)."""
     request: ProposalRequest | None = None
     """The proposal request the prompt was built from (propose examples only)."""
-
-
-def propose_completion(task: Task) -> str:
-    """``task`` written as the proposer's answer: program and input, or induction inputs and message."""
-    if task.type is TaskType.INDUCTION:
-        blocks = [fenced(BlockKind.INPUT, i) for i in task.inputs]
-        return write_completion(task.message, "\n".join([*blocks, fenced(BlockKind.MESSAGE, task.message)]))
-    answer = f"{fenced(BlockKind.PYTHON, task.program)}\n{fenced(BlockKind.INPUT, task.inputs[0])}"
-    return write_completion("a new program and input", answer)
 
 
 def solve_example(task: Task, config: RolesConfig) -> Example:

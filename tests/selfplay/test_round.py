@@ -17,7 +17,10 @@ from azr.core.task import Origin, Role, Task, TaskType, TaskUse, zero_seed
 from azr.executor.errors import ErrorCode, ExecError
 from azr.executor.jobs import Job, JobResult, Judgement, Validation
 from azr.executor.pool import ExecutorPool
+from azr.proposer.parsing import parse_proposal
+from azr.proposer.prompts import ProposalRequest
 from azr.proposer.rewards import MISLEADING_MESSAGE, SOLVE_RATE, SOLVE_RATE_WITHOUT_MESSAGE
+from azr.roles.completion import BlockKind, fenced
 from azr.roles.config import RolesConfig
 from azr.rollout.config import RolloutConfig
 from azr.rollout.hf import HFSampler
@@ -259,6 +262,54 @@ async def test_induction_demonstrations_without_messages_show_the_pairs_alone(
     parsed = parse_answer(text, TaskType.INDUCTION, round_.roles)
     assert isinstance(parsed, Answer), parsed
     assert (await pool.check(task, parsed.text)).correct
+
+
+async def test_proposer_demonstrations_write_buffer_tasks_as_proposals(
+    pool: ExecutorPool, client: redis.Redis, keys: Keys, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Two per type from the buffers as the round leaves them. Deduction holds the zero seed and the new
+    doubling task: each is proposed in answer to a prompt that shows the other, never itself. Abduction
+    holds one program, so there is nothing to show and no demonstration. Induction's is the zero seed's
+    inputs and message for a prompt giving its program. The proposer's parser reads each back to its
+    task, which the executor validates to the same outputs."""
+    round_, _, _ = make_round(**scripted(pool, client, keys, tokenizer), proposer_demonstrations=2)
+    result = await round_.run(step=0, policy_version=4)
+
+    demonstrations = [e for e in result.experiences if e.kind is ExperienceKind.DEMONSTRATION]
+    assert Counter((e.role, e.task_type) for e in demonstrations) == {
+        (Role.PROPOSE, TaskType.DEDUCTION): 2,
+        (Role.PROPOSE, TaskType.INDUCTION): 1,
+    }
+    tasks = {t.id: t for task_type in TaskType for t in round_.store.sample(task_type, 10)}
+    for e in demonstrations:
+        task = tasks[e.task_id]
+        prompt = tokenizer.decode(e.prompt_ids, skip_special_tokens=True)
+        others = [t for t in tasks.values() if t.type is task.type and t.id != task.id]
+        if task.type is TaskType.INDUCTION:
+            request = ProposalRequest(TaskType.INDUCTION, (task,))
+            assert task.program in prompt
+        else:
+            shown = fenced(BlockKind.PYTHON, task.program)
+            assert shown not in prompt and fenced(BlockKind.PYTHON, others[0].program) in prompt
+            request = ProposalRequest(task.type, (others[0],))
+        text = tokenizer.decode(e.response_ids, skip_special_tokens=True)
+        proposed = parse_proposal(text, request, round_.roles)
+        assert isinstance(proposed, Task), proposed
+        # Inputs come back in canonical form ('Hello world' for "Hello world"): the same values give the
+        # same outputs.
+        assert (proposed.program, len(proposed.inputs), proposed.message) == (
+            task.program,
+            len(task.inputs),
+            task.message,
+        )
+        assert (await pool.validate(proposed)).outputs == task.outputs
+
+    m = result.metrics
+    assert (m["propose/deduction/demonstrations"], m["propose/induction/demonstrations"]) == (2, 1)
+    assert m["propose/abduction/demonstrations_no_prompt"] == 1
+    assert m["solve/deduction/demonstrations"] == 0
+    sampled = [e for e in result.experiences if e.kind is ExperienceKind.SAMPLED]
+    assert len(sampled) == 6
 
 
 async def test_a_valid_task_too_long_for_any_solver_prompt_is_a_too_long_proposal(
