@@ -384,36 +384,23 @@ class SelfPlayRound:
     def _demonstrations(self, step: int, policy_version: int, metrics: RoundMetrics) -> list[Experience]:
         """Buffer tasks to imitate: gold answers to ``demonstrations`` tasks per demonstrated type, and
         ``proposer_demonstrations`` tasks per type written as proposals."""
-        out: list[Experience] = []
+        drawn: list[tuple[Role, Task, list[int] | None, str]] = []  # role, task, prompt, completion
         for task_type in self.config.demonstration_types if self.config.demonstrations else ():
-            for drawn in self.store.sample(task_type, self.config.demonstrations):
+            for sampled in self.store.sample(task_type, self.config.demonstrations):
                 keeps_message = task_type is not TaskType.INDUCTION or self.config.demonstration_messages
-                task = drawn if keeps_message else drawn.without_message()
-                prompt_ids = self.solver_prompt_ids(task)
-                completion = gold_completion(task)
-                out += self._demonstration(
-                    Role.SOLVE,
-                    task,
-                    prompt_ids,
-                    completion,
-                    step=step,
-                    policy_version=policy_version,
-                    metrics=metrics,
-                )
+                task = sampled if keeps_message else sampled.without_message()
+                drawn.append((Role.SOLVE, task, self.solver_prompt_ids(task), gold_completion(task)))
         for task_type in TaskType if self.config.proposer_demonstrations else ():
             for task in self.store.sample(task_type, self.config.proposer_demonstrations):
                 prompt_ids = self._demonstrated_request_ids(task, step)
-                completion = propose_completion(task)
-                out += self._demonstration(
-                    Role.PROPOSE,
-                    task,
-                    prompt_ids,
-                    completion,
-                    step=step,
-                    policy_version=policy_version,
-                    metrics=metrics,
-                )
-        return out
+                drawn.append((Role.PROPOSE, task, prompt_ids, propose_completion(task)))
+        return [
+            experience
+            for role, task, prompt_ids, completion in drawn
+            for experience in self._demonstration(
+                role, task, prompt_ids, completion, step=step, policy_version=policy_version, metrics=metrics
+            )
+        ]
 
     def _demonstrated_request_ids(self, task: Task, step: int) -> list[int] | None:
         """A proposer prompt that ``task`` answers: for induction one giving its program, else one showing
