@@ -16,7 +16,9 @@ For every task type t in (deduction, abduction, induction):
 6. with ``demonstrations`` D > 0 and t in ``demonstration_types``: D tasks from t's buffer (uniformly),
    each with its gold answer in the solver's format, as demonstrations for the trainer to imitate (no
    generation: the executor computed the answers when it validated the tasks); induction ones without
-   the task's message when ``demonstration_messages`` is off.
+   the task's message when ``demonstration_messages`` is off; with ``proposer_demonstrations`` P > 0, P
+   tasks from t's buffer written as the proposer's answer to a prompt that shows other tasks of t (never
+   one with the task's program), or for induction gives the task's program.
 
 With the message check, an induction task joins its buffer at the end of the round, once its rollouts
 have shown whether its message misleads (then it joins without it); it is solved from the next round on.
