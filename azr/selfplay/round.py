@@ -235,6 +235,13 @@ class SelfPlayRound:
         else:
             pool = self.store.sample(task_type, self.roles.n_references)
             references = choose_references(pool, self.roles, self.rng)
+        return self._fitted_request(task_type, references, step)
+
+    def _fitted_request(
+        self, task_type: TaskType, references: tuple[Task, ...], step: int
+    ) -> tuple[ProposalRequest, list[int]] | None:
+        """The request showing ``references``, less those the prompt budget cannot hold, and its prompt;
+        none without a reference to show."""
         if not references:
             return None
         request = fit_references(
@@ -416,15 +423,8 @@ class SelfPlayRound:
                 if t.id != task.id and t.program != task.program
             ]
             references = choose_references(pool, self.roles, self.rng)
-        if not references:
-            return None
-        request = fit_references(
-            ProposalRequest(type=task.type, references=references, step=step),
-            lambda prompt: len(self.render(prompt)),
-            self.roles.max_prompt_tokens,
-            self.roles,
-        )
-        return None if request is None else self.render(proposer_prompt(request, self.roles))
+        fitted = self._fitted_request(task.type, references, step)
+        return None if fitted is None else fitted[1]
 
     def _demonstration(
         self,
