@@ -52,7 +52,7 @@ MARKER = "azr-tiny-build.json"
 
 @dataclass(frozen=True, slots=True)
 class TinySpec:
-    """Sizes of the tiny model (about 4 M parameters with the shipped corpus)."""
+    """Sizes of the tiny model (3.4 M parameters with the shipped corpus); ``warm_start.tiny`` sets them."""
 
     vocab_size: int = 2048
     """Upper bound for the BPE vocabulary; the small corpus yields fewer merges than this."""
@@ -64,6 +64,34 @@ class TinySpec:
     max_position_embeddings: int = 4096
     seed: int = 0
     """Seed of the random initialisation."""
+
+    def __post_init__(self) -> None:
+        sizes = {name: value for name, value in asdict(self).items() if name != "seed"}
+        if not_positive := [name for name, value in sizes.items() if value < 1]:
+            raise ValueError(f"the tiny model's sizes must be positive: {', '.join(not_positive)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not a multiple of "
+                f"num_attention_heads {self.num_attention_heads}"
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads {self.num_attention_heads} is not a multiple of "
+                f"num_key_value_heads {self.num_key_value_heads}"
+            )
+
+
+BASE_DIR = Path("models") / "tiny"
+"""Where, under the cache directory, the tiny model of the default sizes lives."""
+
+
+def tiny_model_dir(cache_dir: Path, spec: TinySpec) -> Path:
+    """The tiny model's directory under ``cache_dir``: ``models/tiny`` for the default sizes, a sibling named
+    for the sizes that differ otherwise (``tiny-hidden_size384-...``), so that building one size never
+    replaces another's cached build."""
+    default = asdict(TinySpec())
+    changed = [f"{name}{value}" for name, value in asdict(spec).items() if value != default[name]]
+    return cache_dir / BASE_DIR.with_name("-".join(["tiny", *changed]))
 
 
 def corpus() -> list[str]:

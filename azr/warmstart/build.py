@@ -34,7 +34,7 @@ from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.selfplay.rendering import PromptRenderer
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import MARKER as TINY_MARKER
-from azr.trainer.tiny import build_tiny_model
+from azr.trainer.tiny import build_tiny_model, tiny_model_dir
 from azr.warmstart.config import WarmStartConfig
 from azr.warmstart.data import DataReport, build_examples, data_fingerprint
 from azr.warmstart.examples import Example
@@ -47,7 +47,6 @@ TASKS_FILE = "tasks.jsonl"
 """The warm start's solver tasks, as executor job lines, beside the model."""
 WARM_MODEL_DIR = Path("models") / "tiny-warm"
 """Where, under the cache directory, the warm-started tiny model lives."""
-BASE_MODEL_DIR = Path("models") / "tiny"
 RECIPE_PACKAGES = ("azr.warmstart", "azr.roles", "azr.proposer", "azr.solver", "azr.executor", "azr.core")
 """The code the warm start's examples come from (``recipe_fingerprint``)."""
 REWARD_ONLY_ROLES_FIELDS = {
@@ -82,7 +81,7 @@ def build_warm_start(
     here); by default, a pool on this host as ``config`` describes."""
     config = config or WarmStartConfig()
     target = directory or cache_dir / WARM_MODEL_DIR
-    base = build_tiny_model(cache_dir / BASE_MODEL_DIR)
+    base = build_tiny_model(tiny_model_dir(cache_dir, config.tiny), config.tiny)
     started = time.perf_counter()
     recipe = recipe_fingerprint(config, base)
     built = _marker(target)
@@ -185,9 +184,10 @@ def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
     h = hashlib.sha256()
     base_marker = (base / TINY_MARKER).read_text() if (base / TINY_MARKER).exists() else str(base)
     # The prompts and the executor reach the model only through the examples' text, which ``data`` covers:
-    # a run that changes its rewards (or its executor) reuses the same warm start.
+    # a run that changes its rewards (or its executor) reuses the same warm start. The base model's marker
+    # covers its sizes.
     settings = config.model_dump_json(
-        exclude={"roles", "executor_backend", "executor_workers", "allow_unisolated"}
+        exclude={"tiny", "roles", "executor_backend", "executor_workers", "allow_unisolated"}
     )
     for part in (settings, base_marker, data, torch.__version__):
         h.update(part.encode())

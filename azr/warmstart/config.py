@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from azr.roles.config import RolesConfig
 from azr.selfplay.config import PromptFormat
+from azr.trainer.tiny import TinySpec
 
 
 class WarmStartConfig(BaseModel):
@@ -19,6 +20,11 @@ class WarmStartConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    tiny: TinySpec = Field(
+        default_factory=TinySpec,
+        description='Sizes of the tiny model that is warm-started (and that the model "tiny" names): '
+        "hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, ...",
+    )
     tasks_per_type: int = Field(
         default=200, ge=2, le=100_000, description="Tasks drawn per task type (each gives two examples)."
     )

@@ -26,7 +26,7 @@ import redis
 
 from azr.services.store.embedded import EmbeddedRedis
 from azr.services.store.keys import Keys
-from azr.warmstart.build import BASE_MODEL_DIR
+from azr.trainer.tiny import BASE_DIR
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -328,7 +328,7 @@ def test_a_run_from_the_warm_start_seeds_its_buffers_with_the_tasks_it_was_taugh
     """``selfplay.warm_start_seeds``: the warm start (built small here, from the session's tiny model) lists
     the tasks it was trained to solve, and the run adds the first of each type to the buffers."""
     cache = tmp_path / "cache"
-    shutil.copytree(tiny_model_dir, cache / BASE_MODEL_DIR)
+    shutil.copytree(tiny_model_dir, cache / BASE_DIR)
     warm = ["model=tiny-warm", f"cache_dir={cache}", "warm_start.steps=1", "warm_start.tasks_per_type=6"]
     seeded = [*warm, "selfplay.warm_start_seeds=2", "selfplay.propose=false"]
     run = Run(

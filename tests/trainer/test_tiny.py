@@ -9,7 +9,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from azr.trainer.tiny import FORMAT_TOKENS, IM_END, IM_START, build_tiny_model
+from azr.services.settings import resolve
+from azr.trainer import tiny
+from azr.trainer.tiny import FORMAT_TOKENS, IM_END, IM_START, TinySpec, build_tiny_model
 
 
 def digests(directory: Path) -> dict[str, str]:
@@ -23,6 +25,36 @@ def test_build_is_deterministic_and_cached(tmp_path: Path, tiny_model_dir: Path)
     before = weights.stat().st_mtime_ns
     assert build_tiny_model(other) == other
     assert weights.stat().st_mtime_ns == before, "a matching build must be reused, not rewritten"
+
+
+def test_another_size_builds_beside_the_default_and_leaves_it_alone(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    default_dir = tiny.tiny_model_dir(tmp_path, TinySpec())
+    assert default_dir == tmp_path / "models" / "tiny"
+    build_tiny_model(default_dir)
+    before = digests(default_dir)
+
+    narrow = TinySpec(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1)
+    built = build_tiny_model(tiny.tiny_model_dir(tmp_path, narrow), narrow)
+
+    assert built.name == "tiny-hidden_size64-intermediate_size128-num_attention_heads2-num_key_value_heads1"
+    assert AutoModelForCausalLM.from_pretrained(built).config.hidden_size == 64
+    assert digests(default_dir) == before == digests(tiny_model_dir)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "refusal"),
+    [
+        ({"hidden_size": 250}, "hidden_size 250 is not a multiple of num_attention_heads 4"),
+        ({"num_attention_heads": 4, "num_key_value_heads": 3}, "not a multiple of num_key_value_heads 3"),
+        ({"num_hidden_layers": 0}, "must be positive: num_hidden_layers"),
+        ({"num_attention_heads": 0}, "must be positive: num_attention_heads"),
+    ],
+)
+def test_a_run_refuses_sizes_the_model_cannot_have(sizes: dict[str, int], refusal: str) -> None:
+    with pytest.raises(ValueError, match=refusal):
+        resolve("tiny", {"warm_start": {"tiny": sizes}})
 
 
 def test_loads_through_auto_classes(tiny_model_dir: Path) -> None:

@@ -11,14 +11,15 @@ from transformers import AutoModelForCausalLM
 
 from azr.core.task import Role, TaskType
 from azr.roles.config import RolesConfig
-from azr.warmstart.build import BASE_MODEL_DIR, TASKS_FILE, build_warm_start, draw_examples, warm_start_tasks
+from azr.trainer.tiny import BASE_DIR
+from azr.warmstart.build import TASKS_FILE, build_warm_start, draw_examples, warm_start_tasks
 from azr.warmstart.config import WarmStartConfig
 
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, tiny_model_dir: Path) -> Path:
     """A cache directory that already holds the session's tiny model (the build reuses it)."""
-    shutil.copytree(tiny_model_dir, tmp_path / BASE_MODEL_DIR)
+    shutil.copytree(tiny_model_dir, tmp_path / BASE_DIR)
     return tmp_path
 
 

@@ -53,7 +53,7 @@ from azr.services.store.keys import Keys
 from azr.services.store.metrics import STREAM_COUNTERS, Counters, MetricsStream
 from azr.services.store.run_state import RunState
 from azr.trainer.models import load_tokenizer
-from azr.trainer.tiny import build_tiny_model
+from azr.trainer.tiny import build_tiny_model, tiny_model_dir
 from azr.warmstart.build import TASKS_FILE, build_warm_start, warm_start_tasks
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,8 @@ WARM_START_SEEDS = "the warm start's tasks"
 def resolve_model(settings: RunSettings) -> str:
     """The model's directory or hub id; the tiny model is built (or reused) in the cache directory."""
     if settings.model == TINY_MODEL:
-        return str(build_tiny_model(settings.cache_dir / "models" / "tiny"))
+        spec = settings.warm_start_config().tiny
+        return str(build_tiny_model(tiny_model_dir(settings.cache_dir, spec), spec))
     if settings.model == TINY_WARM_MODEL:
         config = settings.warm_start_config()
         executor = make_executor(settings.executor)  # the run's own executor labels the warm start's data

@@ -3,6 +3,8 @@
     azr pretrain --preset tiny                     # builds ~/.cache/azr/models/tiny-warm, or reuses it
     azr pretrain --steps 2000 --out /tmp/warm      # a longer warm start somewhere else
     azr selfplay --preset tiny --set model=/tmp/warm
+    azr pretrain --set warm_start.tiny.hidden_size=384 --set warm_start.tiny.intermediate_size=1152 \
+        --set warm_start.tiny.num_attention_heads=6 --out /tmp/wide    # a wider tiny model
 
 The tiny preset's model is "tiny-warm": `azr selfplay --preset tiny` builds the same warm start on first
 use, so this command only does it ahead of time (or with other settings, elsewhere).
