@@ -169,8 +169,7 @@ class Cluster:
             "print(json.dumps({'ledger': ledger, 'waiting': waiting, 'added': c.get('stream/added', 0),"
             " 'trained': c.get('stream/trained', 0), 'stale': c.get('stream/stale_dropped', 0)}))"
         )
-        lines = self.exec("learner", "python3", "-c", script).strip().splitlines()
-        books: dict[str, int] = json.loads(lines[-1])
+        books: dict[str, int] = printed_json(self.exec("learner", "python3", "-c", script))
         return books
 
     def actor_nodes(self) -> dict[str, str]:
@@ -183,8 +182,7 @@ class Cluster:
             "alive = list_actors(filters=[('state', '=', 'ALIVE')])\n"
             "print(json.dumps({a.class_name: ips.get(a.node_id, '') for a in alive}))"
         )
-        lines = self.exec("ray-head", "python3", "-c", script).strip().splitlines()
-        placement: dict[str, str] = json.loads(lines[-1])
+        placement: dict[str, str] = printed_json(self.exec("ray-head", "python3", "-c", script))
         return placement
 
     def leftovers(self) -> dict[str, list[str]]:
@@ -221,3 +219,12 @@ class Cluster:
 def _docker_ids(args: list[str]) -> list[str]:
     out = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
     return out.stdout.split()
+
+
+def printed_json(output: str) -> Any:
+    """The last JSON object a script printed: Ray may print warnings (a lagging raylet's heartbeats) on the
+    same stream, before or after it."""
+    objects = [line for line in output.splitlines() if line.startswith("{")]
+    if not objects:
+        raise AssertionError(f"the script printed no JSON object:\n{output}")
+    return json.loads(objects[-1])
