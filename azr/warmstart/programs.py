@@ -14,6 +14,7 @@ that coincides with a held-out one (``azr.warmstart.data``).
 from __future__ import annotations
 
 import random
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from azr.core.task import Origin, Task, TaskType
 from azr.executor.values import canonical_args, parse_args
 
-__all__ = ["FAMILIES", "INDUCTION_INPUTS", "Draft", "draw_task", "draw_tasks"]
+__all__ = ["FAMILIES", "INDUCTION_INPUTS", "Draft", "draw_task", "draw_tasks", "family_of"]
 
 INDUCTION_INPUTS = 10
 """Inputs of an induction task, as the paper and ``RolesConfig`` defaults ask (half shown, half judged)."""
@@ -168,6 +169,44 @@ FAMILIES: tuple[Callable[[random.Random], Draft], ...] = (
     _list_map,
 )
 """Every family, drawn uniformly."""
+
+# What each family writes: its arguments, and its bodies with ``{x}`` for the argument, ``<d>`` for a digit
+# and ``<c>`` for a letter. ``family_of`` reads a program back to its family with these.
+_SHAPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "int_arith": (_INT_NAMES, ("{x} + <d>", "{x} - <d>", "{x} * <d>")),
+    "int_affine": (_INT_NAMES, ("<d> * {x} + <d>",)),
+    "int_unary": (_INT_NAMES, ("{x}", "abs({x})", "{x} * {x}", "-{x}")),
+    "int_mod": (_INT_NAMES, ("{x} % <d>", "{x} % <d> == 0")),
+    "int_pair": (("a, b",), ("max(a, b)", "min(a, b)", "a + b", "a - b")),
+    "str_method": (_STR_NAMES, ("{x}.upper()", "{x}[::-1]", "len({x})", "{x}[0]", "{x}[-1]", "{x}")),
+    "str_const": (_STR_NAMES, ("{x} + '<c>'", "'<c>' + {x}", "{x}.count('<c>')", "{x} * <d>")),
+    "list_reduce": (_LIST_NAMES, ("sum({x})", "len({x})", "max({x})", "min({x})", "{x}[0]", "{x}[-1]")),
+    "list_map": (
+        _LIST_NAMES,
+        (
+            "sorted({x})",
+            "{x}[::-1]",
+            "[v + <d> for v in {x}]",
+            "[v * <d> for v in {x}]",
+            "[v for v in {x} if v > <d>]",
+            "{x} + [<d>]",
+        ),
+    ),
+}
+
+
+def _shape(args: tuple[str, ...], bodies: tuple[str, ...]) -> re.Pattern[str]:
+    programs = (re.escape(_def(arg, body.format(x=arg))) for arg in args for body in bodies)
+    return re.compile("|".join(programs).replace("<d>", r"\d").replace("<c>", "[a-z]"))
+
+
+_FAMILY_OF = [(name, _shape(*shape)) for name, shape in _SHAPES.items()]
+
+
+def family_of(program: str) -> str | None:
+    """The name of the family that wrote ``program`` (``"int_affine"`` for ``2 * x + 7``, as the
+    generators are named), or None for a program no family writes: held-out scores read by family."""
+    return next((name for name, shape in _FAMILY_OF if shape.fullmatch(program)), None)
 
 
 def draw_task(rng: random.Random, task_type: TaskType) -> Task | None:
