@@ -92,7 +92,7 @@ def main() -> None:
         by_family.add_row(key, str(tasks), *(str(scores.solved[key]) for scores in runs.values()))
     console.print(by_family)
 
-    copying = Table(title="greedy answers whose reasoning restates the given value exactly")
+    copying = Table(title="answers (each task's first) whose reasoning restates the given value exactly")
     for column in ("run", "type", "restated", "solved when restated", "solved otherwise"):
         copying.add_column(column, justify="left" if column in ("run", "type") else "right")
     for label, scores in runs.items():
