@@ -5,8 +5,9 @@ command line) and prints, for each task type and warm-start program family (``az
 how many tasks each checkpoint solved. A second table reads the solver's reasoning: the gold answer
 (``azr.solver.gold``) opens by restating the given value (deduction's input, abduction's output) on a line
 of its own, and a model taught that format must copy it exactly before it can compute from it. It counts
-the greedy answers whose reasoning is that exact restatement, and how many of those, and of the others,
-are correct: an answer that miscopies its input is wrong for a reason no arithmetic explains.
+the answers (each task's first, the greedy one by default) whose reasoning is that exact restatement, and
+how many of those, and of the others, are correct: an answer that miscopies its input is wrong for a
+reason no arithmetic explains.
 
     azr eval --checkpoint ~/.cache/azr/models/tiny-warm --suite heldout --answers warm.jsonl
     azr eval --checkpoint runs/a/checkpoints/latest --suite heldout --answers a.jsonl
@@ -109,10 +110,7 @@ def main() -> None:
     console.print(copying)
 
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    counts = {
-        label: {name: dict(getattr(s, name)) for name in (f.name for f in fields(Scores))}
-        for label, s in runs.items()
-    }
+    counts = {label: {f.name: dict(getattr(s, f.name)) for f in fields(Scores)} for label, s in runs.items()}
     RESULTS.write_text(json.dumps(counts, indent=2) + "\n")
     console.print(f"wrote {RESULTS}")
 

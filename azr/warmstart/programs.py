@@ -13,6 +13,7 @@ that coincides with a held-out one (``azr.warmstart.data``).
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import string
@@ -195,18 +196,21 @@ _SHAPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _shape(args: tuple[str, ...], bodies: tuple[str, ...]) -> re.Pattern[str]:
-    programs = (re.escape(_def(arg, body.format(x=arg))) for arg in args for body in bodies)
-    return re.compile("|".join(programs).replace("<d>", r"\d").replace("<c>", "[a-z]"))
+@functools.cache
+def _patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each family's programs as one pattern, compiled on first use rather than when a run imports this."""
 
+    def pattern(args: tuple[str, ...], bodies: tuple[str, ...]) -> re.Pattern[str]:
+        programs = (re.escape(_def(arg, body.format(x=arg))) for arg in args for body in bodies)
+        return re.compile("|".join(programs).replace("<d>", r"\d").replace("<c>", "[a-z]"))
 
-_FAMILY_OF = [(name, _shape(*shape)) for name, shape in _SHAPES.items()]
+    return tuple((name, pattern(*shape)) for name, shape in _SHAPES.items())
 
 
 def family_of(program: str) -> str | None:
     """The name of the family that wrote ``program`` (``"int_affine"`` for ``2 * x + 7``, as the
     generators are named), or None for a program no family writes: held-out scores read by family."""
-    return next((name for name, shape in _FAMILY_OF if shape.fullmatch(program)), None)
+    return next((name for name, shape in _patterns() if shape.fullmatch(program)), None)
 
 
 def draw_task(rng: random.Random, task_type: TaskType) -> Task | None:
