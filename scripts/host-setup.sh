@@ -45,19 +45,46 @@ start_redis() {
 
 docker_ready() { docker info >/dev/null 2>&1; }
 
+# A dockerd killed with its machine's session leaves its pid files behind. On the next boot the pid in
+# them may belong to another process, and dockerd then refuses to start ("pid file found"), or waits on a
+# containerd that is not there. With no dockerd running, those files are stale by definition.
+clear_stale_pid_files() {
+    pgrep -x dockerd >/dev/null && return
+    local f
+    for f in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+        [[ -e "$f" ]] || continue
+        log "removing stale ${f} (no dockerd is running)"
+        rm -f "$f"
+    done
+}
+
 start_dockerd() {
     need_pkg docker.io debootstrap || return 1
     docker_ready && return
     # Without systemd (containers, CI runners) dockerd is started here, in the background, with a log.
     local log_file=/var/log/azr/dockerd.log
+    local timeout_s=120
     mkdir -p /var/log/azr
-    log "starting dockerd (log: ${log_file})"
-    nohup dockerd >>"$log_file" 2>&1 </dev/null &
-    for _ in $(seq 150); do
+    clear_stale_pid_files
+    if pgrep -x dockerd >/dev/null; then
+        log "dockerd is running but not answering yet; waiting for it"
+    else
+        log "starting dockerd (log: ${log_file})"
+        nohup dockerd >>"$log_file" 2>&1 </dev/null &
+    fi
+    # A daemon that cleans up after an unclean stop can take a while; one that exited will not come back.
+    for _ in $(seq $((timeout_s * 5))); do
         docker_ready && return
+        pgrep -x dockerd >/dev/null || break
         sleep 0.2
     done
-    log "dockerd did not come up within 30 s; see ${log_file}"
+    docker_ready && return
+    if pgrep -x dockerd >/dev/null; then
+        log "dockerd did not come up within ${timeout_s} s; the end of ${log_file}:"
+    else
+        log "dockerd exited; the end of ${log_file}:"
+    fi
+    grep -v 'module=grpc' "$log_file" | tail -n 20 | sed 's/^/[dockerd] /' >&2
     return 1
 }
 
