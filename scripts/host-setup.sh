@@ -47,9 +47,8 @@ docker_ready() { docker info >/dev/null 2>&1; }
 
 # A dockerd killed with its machine's session leaves its pid files behind. On the next boot the pid in
 # them may belong to another process, and dockerd then refuses to start ("pid file found"), or waits on a
-# containerd that is not there. With no dockerd running, those files are stale by definition.
+# containerd that is not there. Called only when no dockerd is running: the files are then stale.
 clear_stale_pid_files() {
-    pgrep -x dockerd >/dev/null && return
     local f
     for f in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
         [[ -e "$f" ]] || continue
@@ -65,10 +64,10 @@ start_dockerd() {
     local log_file=/var/log/azr/dockerd.log
     local timeout_s=120
     mkdir -p /var/log/azr
-    clear_stale_pid_files
     if pgrep -x dockerd >/dev/null; then
         log "dockerd is running but not answering yet; waiting for it"
     else
+        clear_stale_pid_files
         log "starting dockerd (log: ${log_file})"
         nohup dockerd >>"$log_file" 2>&1 </dev/null &
     fi
