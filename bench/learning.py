@@ -8,8 +8,11 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
 - the comparison: for each seed, each arm trains for the same ``--minutes`` of wall time and its final
   model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
-  - ``preset``: the tiny preset as it is (whatever its defaults are now); the arms below pin the learning
-    rate they were measured at (``MEASURED_LR``) and change the rest as they say;
+  - ``preset``: the tiny preset as it is (whatever its defaults are now); ``preset-reinforce++`` the same
+    with one global baseline instead of one per (role, task type), ``preset-constant`` the same with the
+    same reward for every valid proposal instead of its learnability: the paper's two choices, measured
+    in the recipe as it ships. The arms after these pin the learning rate they were measured at
+    (``MEASURED_LR``) and change the rest as they say;
   - ``trr++``: the paper's algorithm on the tiny preset (Task-Relative REINFORCE++, learnability reward,
     no demonstrations);
   - ``reinforce++``: one global baseline instead of one per (role, task type);
@@ -39,6 +42,7 @@ rate, and for self-play arms the proposer's valid-task rate, the learnability re
 steps, and the steps done. The machine's load average is recorded, since other work slows every arm.
 
     python -m bench.learning                                   # 30-minute curve, 3 seeds x 4 arms x 5 min
+    python -m bench.learning --curve-minutes 0 --minutes 7     # the preset's comparison only
     python -m bench.learning --curve-minutes 0 --minutes 2 --seeds 1   # every arm, briefly
 """
 
@@ -99,6 +103,8 @@ DEMONSTRATED = [
 ]
 ARMS: dict[str, list[str]] = {
     "preset": [],
+    "preset-reinforce++": ["trainer.algo.estimator=reinforce++"],
+    "preset-constant": ["roles.propose_reward=constant"],
     "trr++": PAPER,
     "reinforce++": [*PAPER, "trainer.algo.estimator=reinforce++"],
     "constant": [*PAPER, "roles.propose_reward=constant"],
@@ -246,14 +252,15 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
 def table(summary: dict[str, dict[str, tuple[float, float]]]) -> str:
     columns = [*TYPES, "overall", "format_errors", "valid_rate", "learnability_mean", "steps"]
     heads = ["deduction", "abduction", "induction", "overall", "format err", "valid", "learnab.", "steps"]
-    lines = [f"{'arm':<12}" + "".join(f"{h:>17}" for h in heads)]
+    width = max(12, *(len(name) + 1 for name in summary))
+    lines = [f"{'arm':<{width}}" + "".join(f"{h:>17}" for h in heads)]
     for name, s in summary.items():
         cells = []
         for key in columns:
             mean, sd = s.get(key, (math.nan, math.nan))
             cell = "-" if math.isnan(mean) else f"{mean:.3f}+-{sd:.3f}"
             cells.append(f"{cell:>17}")  # wide enough for four-digit step counts, with a space between
-        lines.append(f"{name:<12}" + "".join(cells))
+        lines.append(f"{name:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 
@@ -289,7 +296,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10, help="steps between the curve's evaluations")
     parser.add_argument("--minutes", type=float, default=5, help="each comparison run's budget (0: none)")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--arms", default="trr++,reinforce++,constant,sft")
+    parser.add_argument("--arms", default="preset,preset-reinforce++,preset-constant,sft")
     parser.add_argument("--out", type=Path, default=Path("/tmp/azr-bench-learning"))
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
@@ -298,6 +305,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "load_before": load_before}
     RESULTS.mkdir(exist_ok=True)
+    parts = [name for name, on in (("curve", args.curve_minutes > 0), ("arms", args.minutes > 0)) if on]
+    path = RESULTS / f"learning-{'-'.join(parts) or 'none'}.json"
 
     if args.curve_minutes > 0:
         results["curve"] = curve(args.out / "curve", args.curve_arm, args.curve_minutes, args.eval_every)
@@ -327,6 +336,8 @@ def main() -> None:
                 else:
                     result = selfplay_arm(arm, seed, args.minutes, settings, args.out)
                 runs.setdefault(arm, []).append(result)
+                # Written after every run: a bench stopped part-way keeps what it has measured.
+                path.write_text(json.dumps(results | {"runs": runs}, indent=1))
         summary = {name: summarise(rs) for name, rs in runs.items()}
         selfplay_runs = [Path(r["run"]) for name, rs in runs.items() if name in ARMS for r in rs]
         results |= {
@@ -337,8 +348,6 @@ def main() -> None:
         print(f"held-out accuracy, {args.minutes:g} min per arm, {args.seeds} seeds, load {load_before:.1f}")
         print(table(summary))
 
-    parts = [name for name, on in (("curve", args.curve_minutes > 0), ("arms", args.minutes > 0)) if on]
-    path = RESULTS / f"learning-{'-'.join(parts) or 'none'}.json"
     path.write_text(json.dumps(results, indent=1))
     print(f"results: {path}")
     for chart in results.get("curve", {}).get("charts", []) + results.get("charts", []):
