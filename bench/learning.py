@@ -89,8 +89,8 @@ proposals it samples (the tiny preset's B)."""
 SEED_TASKS_PER_TYPE = 300
 """The warm start's own tasks per type in the buffers of the arms that seed with them."""
 MEASURED_LR = "trainer.lr=2e-5"
-"""The learning rate the arms below were measured at (the README's tables), before the preset's rose to
-5e-5: TRR++ alone at 5e-5 and above collapses within 30 steps."""
+"""The learning rate the arms below were measured at (the tables of ``docs/learning.md``), before the
+preset's rose to 5e-5: TRR++ alone at 5e-5 and above collapses within 30 steps."""
 PAPER = ["selfplay.demonstrations=0", "selfplay.warm_start_seeds=0", MEASURED_LR]
 """Learning from the model's own samples only, buffers seeded by the model alone, as in the paper,
 whatever the preset's defaults."""
