@@ -173,6 +173,8 @@ def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, ro
     rows = [r for r in read_metrics(run) if r["step"] >= 0 and "solve/deduction/accuracy" in r]
     proposed = [r for r in rows if "propose/deduction/valid_rate" in r]
     valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in proposed]
+    # Under the constant propose reward no solve rate is measured and the series holds 0, not a reading.
+    measured = json.loads((run / "config.json").read_text())["roles"]["propose_reward"] == "learnability"
     learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in proposed]
     return {
         "run": str(run),
@@ -180,7 +182,7 @@ def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, ro
         "steps": len(rows),
         "eval": evaluate(run, run / "eval-heldout.json", settings),
         "valid_rate": statistics.fmean(valid) if valid else math.nan,
-        "learnability_mean": statistics.fmean(learn) if learn else math.nan,
+        "learnability_mean": statistics.fmean(learn) if learn and measured else math.nan,
     }
 
 
