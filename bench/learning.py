@@ -9,8 +9,8 @@ Two parts, both starting from the tiny preset's warm start (``azr pretrain --pre
   model is scored with ``azr eval --suite heldout`` (greedy, the preset's token limit):
 
   - ``preset``: the tiny preset as it is (whatever its defaults are now); ``preset-reinforce++`` the same
-    with one global baseline instead of one per (role, task type), ``preset-constant`` the same with the
-    same reward for every valid proposal instead of its learnability: the paper's two choices, measured
+    with one global baseline instead of one per (role, task type), ``preset-constant`` the same with one
+    fixed reward for every valid proposal instead of its learnability: the paper's two choices, measured
     in the recipe as it ships. The arms after these pin the learning rate they were measured at
     (``MEASURED_LR``) and change the rest as they say;
   - ``trr++``: the paper's algorithm on the tiny preset (Task-Relative REINFORCE++, learnability reward,
