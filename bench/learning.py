@@ -68,6 +68,7 @@ from azr.core.task import TaskType
 from azr.report.curves import draw, read_metrics
 from azr.selfplay.rendering import PromptRenderer
 from azr.services.config import RedisConfig
+from azr.services.run_dir import RunDirectory
 from azr.services.settings import RunSettings, resolve
 from azr.services.store import connect
 from azr.services.store.buffers import TaskBuffers
@@ -174,7 +175,7 @@ def selfplay_arm(name: str, seed: int, minutes: float, settings: RunSettings, ro
     proposed = [r for r in rows if "propose/deduction/valid_rate" in r]
     valid = [statistics.fmean(r[f"propose/{t}/valid_rate"] for t in TYPES) for r in proposed]
     # Under the constant propose reward no solve rate is measured and the series holds 0, not a reading.
-    measured = json.loads((run / "config.json").read_text())["roles"]["propose_reward"] == "learnability"
+    measured = RunDirectory(run).read_config()["roles"]["propose_reward"] == "learnability"
     learn = [statistics.fmean(r[f"propose/{t}/learnability_mean"] for t in TYPES) for r in proposed]
     return {
         "run": str(run),
