@@ -38,6 +38,7 @@ from azr.trainer.tiny import build_tiny_model, tiny_model_dir
 from azr.warmstart.config import WarmStartConfig
 from azr.warmstart.data import DataReport, build_examples, data_fingerprint
 from azr.warmstart.examples import Example
+from azr.warmstart.programs import family_weights
 from azr.warmstart.train import SFTSchedule, tokenise, train
 
 log = logging.getLogger(__name__)
@@ -177,17 +178,25 @@ async def _examples(
             per_type=config.tasks_per_type,
             seed=config.seed,
             held_out=load_suite("heldout"),
+            family_weights=config.family_weights,
         )
 
 
 def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
     h = hashlib.sha256()
     base_marker = (base / TINY_MARKER).read_text() if (base / TINY_MARKER).exists() else str(base)
-    # The prompts and the executor reach the model only through the examples' text, which ``data`` covers:
-    # a run that changes its rewards (or its executor) reuses the same warm start. The base model's marker
-    # covers its sizes.
+    # The prompts, the families' weights and the executor reach the model only through the examples'
+    # text, which ``data`` covers: a run that changes its rewards (or its executor) reuses the same warm
+    # start. The base model's marker covers its sizes.
     settings = config.model_dump_json(
-        exclude={"tiny", "roles", "executor_backend", "executor_workers", "allow_unisolated"}
+        exclude={
+            "tiny",
+            "roles",
+            "family_weights",
+            "executor_backend",
+            "executor_workers",
+            "allow_unisolated",
+        }
     )
     for part in (settings, base_marker, data, torch.__version__):
         h.update(part.encode())
@@ -197,12 +206,14 @@ def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
 
 def recipe_fingerprint(config: WarmStartConfig, base: Path) -> str:
     """Hash of everything the examples are made from, known without drawing them: the configuration (the
-    prompts' settings but not the reward's), the base model, the held-out suite and the source of the code
-    that draws, writes, checks and labels examples. A match skips drawing the data (minutes of labelling);
-    a mismatch falls back to comparing the data itself, so a change that leaves it alone reuses the model."""
+    prompts' settings but not the reward's; the families' weights as they draw), the base model, the
+    held-out suite and the source of the code that draws, writes, checks and labels examples. A match
+    skips drawing the data (minutes of labelling); a mismatch falls back to comparing the data itself, so
+    a change that leaves it alone reuses the model."""
     h = hashlib.sha256()
     roles = config.roles.model_dump_json(exclude=REWARD_ONLY_ROLES_FIELDS)
     h.update(_fingerprint(config, base, roles).encode())
+    h.update(json.dumps(family_weights(config.family_weights)).encode())
     h.update(files("azr.eval").joinpath("suites/heldout.jsonl").read_bytes())
     for package in RECIPE_PACKAGES:
         for source in sorted(Path(str(files(package))).rglob("*.py")):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from azr.roles.config import RolesConfig
 from azr.selfplay.config import PromptFormat
 from azr.trainer.tiny import TinySpec
+from azr.warmstart.programs import family_weights
 
 
 class WarmStartConfig(BaseModel):
@@ -27,6 +28,12 @@ class WarmStartConfig(BaseModel):
     )
     tasks_per_type: int = Field(
         default=200, ge=2, le=100_000, description="Tasks drawn per task type (each gives two examples)."
+    )
+    family_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Relative weight of each program family in the drawn tasks, by name (int_arith, "
+        "int_affine, int_unary, int_mod, int_pair, str_method, str_const, list_reduce, list_map); a family "
+        "not named weighs 1 and one weighing 0 is left out. Empty, every family is drawn equally often.",
     )
     seed: int = Field(default=0, ge=0, description="Seeds the task stream, the references and the shuffle.")
     steps: int = Field(default=60, ge=1, le=1_000_000, description="Optimizer steps of supervised training.")
@@ -65,3 +72,9 @@ class WarmStartConfig(BaseModel):
     allow_unisolated: bool = Field(
         default=False, description="Let the local sandbox run without namespaces (development machines)."
     )
+
+    @field_validator("family_weights")
+    @classmethod
+    def _known_families(cls, weights: dict[str, float]) -> dict[str, float]:
+        family_weights(weights)
+        return weights

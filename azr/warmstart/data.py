@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from azr.core.task import Role, Task, TaskType
@@ -28,7 +28,7 @@ from azr.roles.config import RolesConfig
 from azr.roles.errors import FormatFailure
 from azr.solver.parsing import parse_answer
 from azr.warmstart.examples import Example, examples_for
-from azr.warmstart.programs import draw_tasks
+from azr.warmstart.programs import draw_tasks, family_of
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ class DataReport:
     rejected_examples: int = 0
     examples: int = 0
     by_group: dict[str, int] = field(default_factory=dict)
+    by_family: dict[str, int] = field(default_factory=dict)
+    """Labelled tasks per program family: what ``family_weights`` drew."""
 
 
 def overlap_keys(tasks: Iterable[Task]) -> set[tuple[str, str]]:
@@ -84,16 +86,21 @@ async def build_examples(
     per_type: int,
     seed: int,
     held_out: Sequence[Task] = (),
+    family_weights: Mapping[str, float] | None = None,
 ) -> tuple[list[Example], DataReport]:
-    """Examples from ``per_type`` drawn tasks of each type (before exclusions), in a seeded order."""
+    """Examples from ``per_type`` drawn tasks of each type (before exclusions), their families weighted
+    by ``family_weights`` (``azr.warmstart.programs.family_weights``), in a seeded order."""
     report = DataReport()
     excluded = overlap_keys(held_out)
-    drawn = draw_tasks(STREAM, per_type, seed=seed)
+    drawn = draw_tasks(STREAM, per_type, seed=seed, weights=family_weights)
     report.drawn = len(drawn)
     kept = [t for t in drawn if not overlap_keys([t]) & excluded]
     report.held_out = len(drawn) - len(kept)
     labelled = [t for t in await label(executor, kept) if t is not None]
     report.invalid = len(kept) - len(labelled)
+    for t in labelled:
+        name = family_of(t.program) or "none"
+        report.by_family[name] = report.by_family.get(name, 0) + 1
     rng = random.Random(f"{STREAM}-examples/{seed}")
     by_type = {tt: [t for t in labelled if t.type is tt] for tt in TaskType}
     candidates = [e for t in labelled for e in examples_for(t, by_type[t.type], config, rng)]

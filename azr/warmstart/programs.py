@@ -14,16 +14,26 @@ that coincides with a held-out one (``azr.warmstart.data``).
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from azr.core.task import Origin, Task, TaskType
 from azr.executor.values import canonical_args, parse_args
 
-__all__ = ["FAMILIES", "INDUCTION_INPUTS", "Draft", "draw_task", "draw_tasks", "family_of"]
+__all__ = [
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "INDUCTION_INPUTS",
+    "Draft",
+    "draw_task",
+    "draw_tasks",
+    "family_of",
+    "family_weights",
+]
 
 INDUCTION_INPUTS = 10
 """Inputs of an induction task, as the paper and ``RolesConfig`` defaults ask (half shown, half judged)."""
@@ -169,7 +179,9 @@ FAMILIES: tuple[Callable[[random.Random], Draft], ...] = (
     _list_reduce,
     _list_map,
 )
-"""Every family, drawn uniformly."""
+"""Every family; drawn uniformly unless weighted (``family_weights``)."""
+FAMILY_NAMES: tuple[str, ...] = tuple(family.__name__.removeprefix("_") for family in FAMILIES)
+"""Each family's name, in the order of ``FAMILIES``: ``int_arith`` for ``_int_arith``."""
 
 # What each family writes: its arguments, and its bodies with ``{x}`` for the argument, ``<d>`` for a digit
 # and ``<c>`` for a letter. ``family_of`` reads a program back to its family with these.
@@ -213,10 +225,27 @@ def family_of(program: str) -> str | None:
     return next((name for name, shape in _patterns() if shape.fullmatch(program)), None)
 
 
-def draw_task(rng: random.Random, task_type: TaskType) -> Task | None:
-    """One unlabelled task of ``task_type`` (inputs only), or None when the draw had too few distinct
-    inputs for induction."""
-    draft = rng.choice(FAMILIES)(rng)
+def family_weights(weights: Mapping[str, float]) -> tuple[float, ...] | None:
+    """Each family's weight in the order of ``FAMILIES`` (a family ``weights`` does not name weighs 1), or
+    None when every family weighs the same: the uniform draw, whose stream the default warm start is."""
+    if unknown := sorted(set(weights) - set(FAMILY_NAMES)):
+        raise ValueError(
+            f"no program family is named {', '.join(unknown)}; the families: {', '.join(FAMILY_NAMES)}"
+        )
+    if bad := sorted(name for name, weight in weights.items() if not 0 <= weight < math.inf):
+        raise ValueError(f"a family's weight must be a finite number, 0 or more: {', '.join(bad)}")
+    resolved = tuple(float(weights.get(name, 1.0)) for name in FAMILY_NAMES)
+    if not any(resolved):
+        raise ValueError("every program family weighs 0: at least one must weigh more")
+    return None if len(set(resolved)) == 1 else resolved
+
+
+def draw_task(rng: random.Random, task_type: TaskType, weights: Sequence[float] | None = None) -> Task | None:
+    """One unlabelled task of ``task_type`` (inputs only) from a family drawn uniformly or with
+    ``weights`` (one per family, as ``family_weights`` gives them), or None when the draw had too few
+    distinct inputs for induction."""
+    family = rng.choice(FAMILIES) if weights is None else rng.choices(FAMILIES, weights)[0]
+    draft = family(rng)
     wanted = INDUCTION_INPUTS if task_type is TaskType.INDUCTION else 1
     inputs: list[str] = []
     for _ in range(20 * wanted):
@@ -236,8 +265,12 @@ def draw_task(rng: random.Random, task_type: TaskType) -> Task | None:
     )
 
 
-def draw_tasks(label: str, per_type: int, *, seed: int = 0) -> list[Task]:
-    """``per_type`` distinct tasks of each type, the types in turn, reproducible from ``(label, seed)``."""
+def draw_tasks(
+    label: str, per_type: int, *, seed: int = 0, weights: Mapping[str, float] | None = None
+) -> list[Task]:
+    """``per_type`` distinct tasks of each type, the types in turn, reproducible from ``(label, seed)``
+    and the families' ``weights`` (by name; see ``family_weights``)."""
+    resolved = family_weights(weights or {})
     rng = random.Random(f"{label}/{seed}")
     out: list[Task] = []
     seen: set[str] = set()
@@ -245,7 +278,7 @@ def draw_tasks(label: str, per_type: int, *, seed: int = 0) -> list[Task]:
     for _ in range(100 * per_type * len(types) + 100):
         if len(out) == per_type * len(types):
             return out
-        task = draw_task(rng, types[len(out) % len(types)])
+        task = draw_task(rng, types[len(out) % len(types)], resolved)
         if task is not None and task.id not in seen:
             seen.add(task.id)
             out.append(task)

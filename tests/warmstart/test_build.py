@@ -37,6 +37,14 @@ def test_the_warm_start_is_reused_unless_its_data_or_training_change(cache_dir: 
     assert again.reused and again.fingerprint == first.fingerprint
     assert again.report is None, "the same recipe is recognised without drawing the data again"
 
+    # The families' weights do where they change the draw; weighing every family the same is the default.
+    assert (
+        build_warm_start(cache_dir, config.model_copy(update={"family_weights": {"int_mod": 1}})).report
+        is None
+    )
+    weighted = config.model_copy(update={"family_weights": {"int_mod": 4}})
+    assert not build_warm_start(cache_dir, weighted, directory=cache_dir / "weighted").reused
+
     # The prompts' wording does: other examples, another model.
     full = config.model_copy(update={"roles": roles.model_copy(update={"wording": "full"})})
     assert build_warm_start(cache_dir, full, directory=cache_dir / "full").fingerprint != first.fingerprint

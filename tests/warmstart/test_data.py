@@ -28,6 +28,7 @@ def test_every_example_is_accepted_and_both_roles_and_all_types_are_covered() ->
     examples, report = _build(per_type=6, seed=3)
     assert report.invalid == 0 and report.rejected_examples == 0
     assert report.examples == len(examples) == 2 * report.drawn
+    assert sum(report.by_family.values()) == report.drawn and "none" not in report.by_family
     groups = {(e.role, e.type) for e in examples}
     assert groups == {(role, t) for role in Role for t in TaskType}
     for example in examples:

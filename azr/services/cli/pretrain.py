@@ -5,6 +5,7 @@
     azr selfplay --preset tiny --set model=/tmp/warm
     azr pretrain --set warm_start.tiny.hidden_size=384 --set warm_start.tiny.intermediate_size=1152 \
         --set warm_start.tiny.num_attention_heads=6 --out /tmp/wide    # a wider tiny model
+    azr pretrain --set warm_start.family_weights.int_arith=4 --out /tmp/arith   # more `x + k` tasks
 
 The tiny preset's model is "tiny-warm": `azr selfplay --preset tiny` builds the same warm start on first
 use, so this command only does it ahead of time (or with other settings, elsewhere).
@@ -68,6 +69,7 @@ def pretrain(
         )
     if result.report is not None:
         console.print(f"examples: {result.report.examples} {result.report.by_group}")
+        console.print(f"tasks by program family: {result.report.by_family}")
     if out is None and settings.model == TINY_WARM_MODEL:
         console.print(f"azr selfplay --preset {preset} starts from it")
     else:
