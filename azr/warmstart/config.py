@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from azr.roles.config import RolesConfig
 from azr.selfplay.config import PromptFormat
 from azr.trainer.tiny import TinySpec
-from azr.warmstart.programs import family_weights
+from azr.warmstart.programs import FAMILY_NAMES, family_weights
 
 
 class WarmStartConfig(BaseModel):
@@ -31,9 +31,9 @@ class WarmStartConfig(BaseModel):
     )
     family_weights: dict[str, float] = Field(
         default_factory=dict,
-        description="Relative weight of each program family in the drawn tasks, by name (int_arith, "
-        "int_affine, int_unary, int_mod, int_pair, str_method, str_const, list_reduce, list_map); a family "
-        "not named weighs 1 and one weighing 0 is left out. Empty, every family is drawn equally often.",
+        description=f"Relative weight of each program family in the drawn tasks, by name "
+        f"({', '.join(FAMILY_NAMES)}); a family not named weighs 1 and one weighing 0 is left out. Empty, "
+        "every family is drawn equally often.",
     )
     seed: int = Field(default=0, ge=0, description="Seeds the task stream, the references and the shuffle.")
     steps: int = Field(default=60, ge=1, le=1_000_000, description="Optimizer steps of supervised training.")
