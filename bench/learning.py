@@ -304,7 +304,9 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     settings = resolve("tiny", {})
-    warm = build_warm_start(settings.cache_dir, settings.warm_start_config()).directory
+    warm = build_warm_start(
+        settings.cache_dir, settings.warm_start_config(), directory=settings.warm_start_dir()
+    ).directory
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "load_before": load_before}
     RESULTS.mkdir(exist_ok=True)

@@ -8,6 +8,7 @@ directory, and ``--resume`` reads them back from there.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,13 +23,15 @@ from azr.selfplay.config import SelfPlayConfig
 from azr.services.config import BufferConfig, MetricsConfig, RedisConfig, StreamConfig
 from azr.trainer.algorithms import GROUPED_BY_PROMPT
 from azr.trainer.config import TrainerConfig
-from azr.warmstart.config import WarmStartConfig
+from azr.warmstart.config import WarmStartConfig, recipe_settings
 
 TINY_MODEL = "tiny"
 """The model name that stands for the tiny model the project builds itself (``azr.trainer.tiny``)."""
 TINY_WARM_MODEL = "tiny-warm"
 """The tiny model warm-started on the project's own executor-labelled tasks (``azr.warmstart``), built with
-the run's prompts and its ``warm_start`` settings, and cached."""
+the run's prompts and its ``warm_start`` settings, and cached (``RunSettings.warm_start_dir``)."""
+WARM_MODEL_DIR = Path("models") / TINY_WARM_MODEL
+"""Where, under the cache directory, the warm start of the tiny preset's recipe lives."""
 
 
 class _Section(BaseModel):
@@ -173,6 +176,16 @@ class RunSettings(_Section):
             allow_unisolated=self.executor.allow_unisolated,
             **self.warm_start,
         )
+
+    def warm_start_dir(self) -> Path:
+        """Where this run's "tiny-warm" model is cached: ``models/tiny-warm`` for the tiny preset's recipe,
+        a sibling named for the recipe otherwise (``tiny-warm-<hash>``), so that a run or ``azr pretrain``
+        with other warm-start settings or prompts never replaces the preset's build, nor another's."""
+        recipe = recipe_settings(self.warm_start_config())
+        if recipe == recipe_settings(resolve("tiny", {}).warm_start_config()):
+            return self.cache_dir / WARM_MODEL_DIR
+        digest = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+        return self.cache_dir / WARM_MODEL_DIR.with_name(f"{WARM_MODEL_DIR.name}-{digest}")
 
     def trainer_config(self, checkpoint_dir: Path, model_path: str | None = None) -> TrainerConfig:
         return TrainerConfig(model=model_path or self.model, checkpoint_dir=checkpoint_dir, **self.trainer)

@@ -1,10 +1,11 @@
 """Building (or reusing) the warm-started tiny model: data, training, a cached model directory.
 
-``build_warm_start(cache_dir)`` returns a Hugging Face model directory that ``from_pretrained`` loads,
-like the tiny model it starts from. The build is cached under a fingerprint of everything that
-determines it (the base model's build, the configuration, the examples themselves and the held-out
-suite they exclude): a directory holding the same fingerprint is reused as is. A fresh build is written
-to a temporary sibling and renamed into place, so concurrent builders never see a half-written model.
+``build_warm_start(cache_dir, config, directory=...)`` returns a Hugging Face model directory that
+``from_pretrained`` loads, like the tiny model it starts from. The build is cached under a fingerprint of
+everything that determines it (the base model's build, the configuration, the examples themselves and the
+held-out suite they exclude): a directory holding the same fingerprint is reused as is. A fresh build is
+written to a temporary sibling and renamed into place, so concurrent builders never see a half-written
+model.
 
 Beside the model, ``tasks.jsonl`` lists the tasks its solver examples teach, in the order they were drawn:
 a run from the warm start can seed its buffers with them (``warm_start_tasks``).
@@ -35,10 +36,9 @@ from azr.selfplay.rendering import PromptRenderer
 from azr.trainer.models import load_tokenizer
 from azr.trainer.tiny import MARKER as TINY_MARKER
 from azr.trainer.tiny import build_tiny_model, tiny_model_dir
-from azr.warmstart.config import WarmStartConfig
+from azr.warmstart.config import EXECUTOR_FIELDS, WarmStartConfig, recipe_settings
 from azr.warmstart.data import DataReport, build_examples, data_fingerprint
 from azr.warmstart.examples import Example
-from azr.warmstart.programs import family_weights
 from azr.warmstart.train import SFTSchedule, tokenise, train
 
 log = logging.getLogger(__name__)
@@ -46,17 +46,8 @@ log = logging.getLogger(__name__)
 MARKER = "azr-warm-start.json"
 TASKS_FILE = "tasks.jsonl"
 """The warm start's solver tasks, as executor job lines, beside the model."""
-WARM_MODEL_DIR = Path("models") / "tiny-warm"
-"""Where, under the cache directory, the warm-started tiny model lives."""
 RECIPE_PACKAGES = ("azr.warmstart", "azr.roles", "azr.proposer", "azr.solver", "azr.executor", "azr.core")
 """The code the warm start's examples come from (``recipe_fingerprint``)."""
-REWARD_ONLY_ROLES_FIELDS = {
-    "propose_reward",
-    "constant_propose_reward",
-    "n_learnability_rollouts",
-    "min_judged_fraction",
-}
-"""Roles settings that change rewards, never a prompt or a parse: a comparison's arms share a warm start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,36 +62,34 @@ class WarmStartResult:
 
 def build_warm_start(
     cache_dir: Path,
-    config: WarmStartConfig | None = None,
+    config: WarmStartConfig,
     *,
-    directory: Path | None = None,
+    directory: Path,
     force: bool = False,
     executor: AbstractAsyncContextManager[Executor] | None = None,
 ) -> WarmStartResult:
-    """Build the warm-started tiny model in ``directory`` (default ``cache_dir/models/tiny-warm``), or
-    reuse the one already there when its fingerprint matches. ``executor`` labels the data (entered
-    here); by default, a pool on this host as ``config`` describes."""
-    config = config or WarmStartConfig()
-    target = directory or cache_dir / WARM_MODEL_DIR
+    """Build the warm-started tiny model in ``directory``, or reuse the one already there when its
+    fingerprint matches; its untrained base is built (or reused) under ``cache_dir``. ``executor`` labels
+    the data (entered here); by default, a pool on this host as ``config`` describes."""
     base = build_tiny_model(tiny_model_dir(cache_dir, config.tiny), config.tiny)
     started = time.perf_counter()
     recipe = recipe_fingerprint(config, base)
-    built = _marker(target)
+    built = _marker(directory)
     if (
         not force
         and built.get("recipe") == recipe
         and isinstance(fingerprint := built.get("fingerprint"), str)
-        and (target / TASKS_FILE).exists()
+        and (directory / TASKS_FILE).exists()
     ):
-        log.info("reusing the warm start in %s (same recipe)", target)
-        return WarmStartResult(target, True, fingerprint, None, (), time.perf_counter() - started)
+        log.info("reusing the warm start in %s (same recipe)", directory)
+        return WarmStartResult(directory, True, fingerprint, None, (), time.perf_counter() - started)
     examples, report = draw_examples(config, executor)
     want = _fingerprint(config, base, data_fingerprint(examples))
     if not force and built.get("fingerprint") == want:
-        log.info("reusing the warm start in %s (same data)", target)
-        _write_tasks(target, examples)
-        _write_marker(target, built | {"recipe": recipe})  # the next call skips drawing the data
-        return WarmStartResult(target, True, want, report, (), time.perf_counter() - started)
+        log.info("reusing the warm start in %s (same data)", directory)
+        _write_tasks(directory, examples)
+        _write_marker(directory, built | {"recipe": recipe})  # the next call skips drawing the data
+        return WarmStartResult(directory, True, want, report, (), time.perf_counter() - started)
     log.info("warm start: %d examples %s", report.examples, report.by_group)
     tokenizer = load_tokenizer(str(base))
     rows = tokenise(examples, tokenizer, PromptRenderer(tokenizer, config.prompt_format), config.max_tokens)
@@ -110,8 +99,8 @@ def build_warm_start(
         raise TypeError(f"{base} did not load as a transformers model")
     schedule = SFTSchedule.of(config)
     losses = train(model, rows, int(tokenizer.pad_token_id), schedule)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
         tmp.chmod(0o755)
         model.save_pretrained(tmp)
@@ -124,17 +113,17 @@ def build_warm_start(
             "data": asdict(report),
         }
         (tmp / MARKER).write_text(json.dumps(marker | {"losses": losses}, indent=1))
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
+        if directory.exists():
+            shutil.rmtree(directory)
+        tmp.rename(directory)
     except OSError:
-        if _marker(target).get("fingerprint") != want:  # another builder renamed the same build first
+        if _marker(directory).get("fingerprint") != want:  # another builder renamed the same build first
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     seconds = time.perf_counter() - started
-    log.info("built the warm start in %s (%.0f s)", target, seconds)
-    return WarmStartResult(target, False, want, report, tuple(losses), seconds)
+    log.info("built the warm start in %s (%.0f s)", directory, seconds)
+    return WarmStartResult(directory, False, want, report, tuple(losses), seconds)
 
 
 def warm_start_tasks(directory: Path, per_type: int) -> list[Task]:
@@ -188,16 +177,7 @@ def _fingerprint(config: WarmStartConfig, base: Path, data: str) -> str:
     # The prompts, the families' weights and the executor reach the model only through the examples'
     # text, which ``data`` covers: a run that changes its rewards (or its executor) reuses the same warm
     # start. The base model's marker covers its sizes.
-    settings = config.model_dump_json(
-        exclude={
-            "tiny",
-            "roles",
-            "family_weights",
-            "executor_backend",
-            "executor_workers",
-            "allow_unisolated",
-        }
-    )
+    settings = config.model_dump_json(exclude={"tiny", "roles", "family_weights", *EXECUTOR_FIELDS})
     for part in (settings, base_marker, data, torch.__version__):
         h.update(part.encode())
         h.update(b"\0")
@@ -211,9 +191,7 @@ def recipe_fingerprint(config: WarmStartConfig, base: Path) -> str:
     skips drawing the data (minutes of labelling); a mismatch falls back to comparing the data itself, so
     a change that leaves it alone reuses the model."""
     h = hashlib.sha256()
-    roles = config.roles.model_dump_json(exclude=REWARD_ONLY_ROLES_FIELDS)
-    h.update(_fingerprint(config, base, roles).encode())
-    h.update(json.dumps(family_weights(config.family_weights)).encode())
+    h.update(_fingerprint(config, base, recipe_settings(config)).encode())
     h.update(files("azr.eval").joinpath("suites/heldout.jsonl").read_bytes())
     for package in RECIPE_PACKAGES:
         for source in sorted(Path(str(files(package))).rglob("*.py")):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -78,3 +79,21 @@ class WarmStartConfig(BaseModel):
     def _known_families(cls, weights: dict[str, float]) -> dict[str, float]:
         family_weights(weights)
         return weights
+
+
+REWARD_ONLY_ROLES_FIELDS = frozenset(
+    {"propose_reward", "constant_propose_reward", "n_learnability_rollouts", "min_judged_fraction"}
+)
+"""Roles settings that change rewards, never a prompt or a parse: a comparison's arms share a warm start."""
+EXECUTOR_FIELDS = frozenset({"executor_backend", "executor_workers", "allow_unisolated"})
+"""Settings of the sandbox that labels the data: every sandbox computes the same gold values."""
+
+
+def recipe_settings(config: WarmStartConfig) -> str:
+    """The settings a build follows, as canonical JSON: the configuration without the reward's and the
+    executor's settings (neither changes an example), with the families' weights as they draw. Equal
+    recipe settings build the same warm start, given the same code and libraries on the same machine."""
+    recipe = config.model_dump(mode="json", exclude={"roles", "family_weights", *EXECUTOR_FIELDS})
+    recipe["roles"] = config.roles.model_dump(mode="json", exclude=set(REWARD_ONLY_ROLES_FIELDS))
+    recipe["family_weights"] = family_weights(config.family_weights)
+    return json.dumps(recipe, sort_keys=True)

@@ -97,3 +97,22 @@ def test_the_warm_start_takes_the_runs_prompts_and_refuses_unknown_fields() -> N
     assert (config.roles, config.steps) == (settings.roles, 7)
     with pytest.raises(ValidationError, match="stepz"):
         resolve("tiny", {"warm_start": {"stepz": 7}})
+
+
+def test_each_warm_start_recipe_is_cached_in_a_directory_of_its_own() -> None:
+    """A run or ``azr pretrain`` with another recipe never replaces the tiny preset's build (15 minutes on
+    2 cores), and finds its own again."""
+    home = resolve("tiny", {}).warm_start_dir()
+    assert home == resolve("tiny", {}).cache_dir / "models" / "tiny-warm"
+    never_an_example = [{"roles": {"propose_reward": "constant"}}, {"executor": {"workers": 4}}]
+    assert {resolve("tiny", o).warm_start_dir() for o in never_an_example} == {home}
+
+    recipes = [
+        {"warm_start": {"seed": 1}},
+        {"warm_start": {"steps": 1}},
+        {"roles": {"min_induction_inputs": 9}},
+    ]
+    others = [resolve("tiny", o).warm_start_dir() for o in recipes]
+    assert len(set(others)) == 3 and home not in others
+    assert all(d.parent == home.parent and d.name.startswith("tiny-warm-") for d in others)
+    assert resolve("tiny", recipes[0]).warm_start_dir() == others[0]

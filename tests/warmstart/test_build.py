@@ -27,19 +27,22 @@ def test_the_warm_start_is_reused_unless_its_data_or_training_change(cache_dir: 
     roles = RolesConfig(wording="compact", max_prompt_tokens=2048)
     config = WarmStartConfig(tasks_per_type=6, steps=2, batch_size=2, roles=roles)
 
-    first = build_warm_start(cache_dir, config)
+    home = cache_dir / "warm"
+    first = build_warm_start(cache_dir, config, directory=home)
     assert not first.reused and len(first.losses) == 2
     assert AutoModelForCausalLM.from_pretrained(str(first.directory)) is not None
 
     # The propose reward does not reach the model: the same warm start serves every arm of a comparison.
     constant = config.model_copy(update={"roles": roles.model_copy(update={"propose_reward": "constant"})})
-    again = build_warm_start(cache_dir, constant)
+    again = build_warm_start(cache_dir, constant, directory=home)
     assert again.reused and again.fingerprint == first.fingerprint
     assert again.report is None, "the same recipe is recognised without drawing the data again"
 
     # The families' weights do where they change the draw; weighing every family the same is the default.
     assert (
-        build_warm_start(cache_dir, config.model_copy(update={"family_weights": {"int_mod": 1}})).report
+        build_warm_start(
+            cache_dir, config.model_copy(update={"family_weights": {"int_mod": 1}}), directory=home
+        ).report
         is None
     )
     weighted = config.model_copy(update={"family_weights": {"int_mod": 4}})
@@ -48,13 +51,14 @@ def test_the_warm_start_is_reused_unless_its_data_or_training_change(cache_dir: 
     # The prompts' wording does: other examples, another model.
     full = config.model_copy(update={"roles": roles.model_copy(update={"wording": "full"})})
     assert build_warm_start(cache_dir, full, directory=cache_dir / "full").fingerprint != first.fingerprint
-    assert not build_warm_start(cache_dir, config.model_copy(update={"steps": 3})).reused
+    assert not build_warm_start(cache_dir, config.model_copy(update={"steps": 3}), directory=home).reused
 
 
 def test_the_warm_start_lists_the_tasks_it_was_taught_to_solve(cache_dir: Path) -> None:
     config = WarmStartConfig(tasks_per_type=6, steps=1, batch_size=2, roles=RolesConfig(wording="compact"))
     solved = {e.task.id for e in draw_examples(config)[0] if e.role is Role.SOLVE}
-    built = build_warm_start(cache_dir, config)
+    home = cache_dir / "warm"
+    built = build_warm_start(cache_dir, config, directory=home)
 
     taught = warm_start_tasks(built.directory, 2)
     assert Counter(t.type for t in taught) == dict.fromkeys(TaskType, 2)
@@ -64,6 +68,6 @@ def test_the_warm_start_lists_the_tasks_it_was_taught_to_solve(cache_dir: Path) 
 
     # A warm start cached before the list existed gets it without training again.
     (built.directory / TASKS_FILE).unlink()
-    again = build_warm_start(cache_dir, config)
+    again = build_warm_start(cache_dir, config, directory=home)
     assert again.reused and again.report is not None
     assert warm_start_tasks(again.directory, 2) == taught

@@ -142,7 +142,10 @@ def resolve_model(settings: RunSettings) -> str:
     if settings.model == TINY_WARM_MODEL:
         config = settings.warm_start_config()
         executor = make_executor(settings.executor)  # the run's own executor labels the warm start's data
-        return str(build_warm_start(settings.cache_dir, config, executor=executor).directory)
+        built = build_warm_start(
+            settings.cache_dir, config, directory=settings.warm_start_dir(), executor=executor
+        )
+        return str(built.directory)
     return settings.model
 
 

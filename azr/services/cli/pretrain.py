@@ -8,7 +8,9 @@
     azr pretrain --set warm_start.family_weights.int_arith=4 --out /tmp/arith   # more `x + k` tasks
 
 The tiny preset's model is "tiny-warm": `azr selfplay --preset tiny` builds the same warm start on first
-use, so this command only does it ahead of time (or with other settings, elsewhere).
+use, so this command only does it ahead of time (or with other settings, elsewhere). Without --out, a
+recipe other than the preset's (another seed, other steps or prompts) is cached beside the preset's, in
+<cache_dir>/models/tiny-warm-<hash>, where a run with the same settings finds it.
 
 Exit codes: 0 when the model is built or reused, 2 for bad usage.
 """
@@ -38,7 +40,10 @@ def pretrain(
     ] = None,
     seed: Annotated[int | None, typer.Option(min=0, help="Seeds data and training (default 0).")] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Model directory (default: <cache_dir>/models/tiny-warm).")
+        Path | None,
+        typer.Option(
+            help="Model directory (default: <cache_dir>/models/tiny-warm, or a sibling for another recipe)."
+        ),
     ] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when a matching build exists.")] = False,
     set_: Annotated[
@@ -58,7 +63,8 @@ def pretrain(
         console.print(f"[red]invalid settings:[/red] {exc}")
         raise typer.Exit(2) from exc
     executor = make_executor(settings.executor)
-    result = build_warm_start(settings.cache_dir, config, directory=out, force=force, executor=executor)
+    directory = out or settings.warm_start_dir()
+    result = build_warm_start(settings.cache_dir, config, directory=directory, force=force, executor=executor)
     if result.reused:
         console.print(f"reused the warm start in [bold]{result.directory}[/bold]")
     else:
@@ -70,7 +76,8 @@ def pretrain(
     if result.report is not None:
         console.print(f"examples: {result.report.examples} {result.report.by_group}")
         console.print(f"tasks by program family: {result.report.by_family}")
-    if out is None and settings.model == TINY_WARM_MODEL:
+    as_preset = resolve(preset, {})
+    if as_preset.model == TINY_WARM_MODEL and directory == as_preset.warm_start_dir():
         console.print(f"azr selfplay --preset {preset} starts from it")
     else:
         console.print(
