@@ -202,7 +202,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "steps": 20,
             "samples_per_step": 1,
             "demonstrations": 16,
-            "warm_start_seeds": 300,
+            "warm_start_seeds": 1000,
         },
         "roles": {"wording": "compact", "n_learnability_rollouts": 4, "max_prompt_tokens": 1024},
         "rollout": {"max_new_tokens": 192, "device": "cpu"},
@@ -232,19 +232,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "ray": {"rollout_workers": 1, "rollout_gpus": 1, "learner_gpus": 1},
     },
 }
-"""Named starting points. ``tiny`` runs the whole loop on a 2-core CPU: the warm-started tiny model
-(built on first use; 3,000 steps, where it has learnt to copy a value from its prompt, which it has not
-at 1,500), compact prompts, 192-token responses (an induction proposal's ten inputs and message need
-about 170), buffers seeded with 300 tasks per type that the warm start was trained on, the executor's
-gold answers to 16 buffer tasks per type imitated each step beside TRR++ (in 30 minutes: held-out
-accuracy above the warm start's, where TRR++ alone ends below it; the seeds' induction messages, unlike
-many a proposer's, describe their programs exactly), and a learning rate for a few million parameters
-rather than billions: 5e-5, the rate the warm start's schedule ends on (two thirds of each update imitate
-gold answers, which hold the policy where TRR++ alone at this rate collapses onto a few rewarded answers;
-at 2e-5 a run gains a third as much in 10 minutes), and micro-batches of 4 responses (a step's rows run
-from short solver answers to proposer prompts with six references, and a micro-batch of 8 pads more short
-rows to a long one's length: 6.6 s of training a step against 5.9 s). The Qwen presets are the paper's
-setting (B=64, n=8, K=6, lr 1e-6, 8,096 response tokens, no demonstrations) on GPUs."""
+"""Named starting points. ``tiny`` runs the whole loop on a 2-core CPU: the warm-started tiny model (built on
+first use; 3,000 steps, where it has learnt to copy a value from its prompt, which it has not at 1,500),
+compact prompts, 192-token responses (an induction proposal's ten inputs and message need about 170),
+buffers seeded with every task the warm start was trained on (up to 1,000 per type; its 2,655), the
+executor's gold answers to 16 buffer tasks per type imitated each step beside TRR++ (in 30 minutes:
+held-out accuracy above the warm start's, where TRR++ alone ends below it; the seeds' induction messages,
+unlike many a proposer's, describe their programs exactly), and a learning rate for a few million
+parameters rather than billions: 5e-5, the rate the warm start's schedule ends on (two thirds of each
+update imitate gold answers, which hold the policy where TRR++ alone at this rate collapses onto a few
+rewarded answers; at 2e-5 a run gains a third as much in 10 minutes), and micro-batches of 4 responses (a
+step's rows run from short solver answers to proposer prompts with six references, and a micro-batch of 8
+pads more short rows to a long one's length: 6.6 s of training a step against 5.9 s). The Qwen presets are
+the paper's setting (B=64, n=8, K=6, lr 1e-6, 8,096 response tokens, no demonstrations) on GPUs."""
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
