@@ -32,6 +32,9 @@ TINY_WARM_MODEL = "tiny-warm"
 the run's prompts and its ``warm_start`` settings, and cached (``RunSettings.warm_start_dir``)."""
 WARM_MODEL_DIR = Path("models") / TINY_WARM_MODEL
 """Where, under the cache directory, the warm start of the tiny preset's recipe lives."""
+TINY_WARM_TASKS_PER_TYPE = 1000
+"""Tasks per type the tiny preset's warm start is built from, and so the seeds per type that take all of
+them (fewer are left once the executor refuses some: 2,655 in all)."""
 
 
 class _Section(BaseModel):
@@ -194,7 +197,7 @@ class RunSettings(_Section):
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "model": TINY_WARM_MODEL,
-        "warm_start": {"tasks_per_type": 1000, "steps": 3000},
+        "warm_start": {"tasks_per_type": TINY_WARM_TASKS_PER_TYPE, "steps": 3000},
         "selfplay": {
             "batch_size": 4,
             "seed_factor": 1,
@@ -202,7 +205,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "steps": 20,
             "samples_per_step": 1,
             "demonstrations": 16,
-            "warm_start_seeds": 1000,
+            "warm_start_seeds": TINY_WARM_TASKS_PER_TYPE,
         },
         "roles": {"wording": "compact", "n_learnability_rollouts": 4, "max_prompt_tokens": 1024},
         "rollout": {"max_new_tokens": 192, "device": "cpu"},
