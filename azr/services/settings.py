@@ -237,8 +237,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 """Named starting points. ``tiny`` runs the whole loop on a 2-core CPU: the warm-started tiny model (built on
 first use; 2,000 steps, a start short of what self-play reaches in 30 minutes, where 3,000 already copy the
-prompt's values about as well as 30 minutes of self-play do),
-compact prompts, 192-token responses (an induction proposal's ten inputs and message need about 170),
+prompt's values about as well as 30 minutes of self-play do), compact prompts, 192-token responses (an
+induction proposal's ten inputs and message need about 170),
 buffers seeded with every task the warm start was trained on (up to 1,000 per type; its 2,655), the
 executor's gold answers to 16 buffer tasks per type imitated each step beside TRR++ (in 30 minutes:
 held-out accuracy above the warm start's, where TRR++ alone ends below it; the seeds' induction messages,
