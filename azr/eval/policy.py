@@ -3,7 +3,9 @@
 A self-play run scores its policy every ``SelfPlayConfig.eval_every`` steps in the learner's process,
 where the weights are freshest: nothing is written to disk or loaded again. The scoring is ``azr eval``'s
 (``azr.eval.scoring``), greedy with one answer per task, so a run's curve and a checkpoint scored
-afterwards agree. Training must not notice: the model goes back to the mode it was in, the random number
+afterwards agree. With ``proposer_samples`` set, the proposer is scored too (``azr.eval.proposals``, as
+``azr eval --role propose``): the valid-task rate on requests that never change, at the training
+temperature. Training must not notice: the model goes back to the mode it was in, the random number
 generators (which generation reseeds) are restored, and no gradient is kept.
 """
 
@@ -17,7 +19,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from azr.eval.generation import EvalModel, Response
-from azr.eval.scoring import EvalReport, evaluate
+from azr.eval.proposals import ProposerReport, evaluate_proposer
+from azr.eval.scoring import EvalReport, Generate, evaluate
 from azr.eval.suites import load_suite
 from azr.executor.api import Executor
 from azr.roles.config import RolesConfig
@@ -39,6 +42,10 @@ class PolicyEvalSettings(BaseModel):
     roles: RolesConfig = Field(description="The run's roles: the solver's prompt and answer parsing.")
     prompt_format: PromptFormat = Field(description="How prompts are rendered (the run's format).")
     max_new_tokens: int = Field(ge=1, description="Token limit of an answer (the rollout's).")
+    proposer_samples: int = Field(
+        default=0, ge=0, description="Proposals per request when the proposer is scored too; 0: it is not."
+    )
+    temperature: float = Field(default=1.0, gt=0, description="The proposals' temperature (the rollout's).")
 
 
 class PolicyEvaluator:
@@ -58,7 +65,7 @@ class PolicyEvaluator:
             return [
                 await evaluate(
                     tasks,
-                    self._generate,
+                    self._generator(0.0),
                     executor,
                     self.settings.roles,
                     samples=1,
@@ -69,9 +76,31 @@ class PolicyEvaluator:
                 for name, tasks in self.suites.items()
             ]
 
+    async def proposer_reports(self, executor: Executor) -> list[ProposerReport]:
+        """One proposer report per suite, for the policy as it is now; none without ``proposer_samples``."""
+        version = f"policy version {self.trainer.state.policy_version}"
+        samples, temperature = self.settings.proposer_samples, self.settings.temperature
+        generate = self._generator(temperature)
+        with self._aside():
+            return [
+                await evaluate_proposer(
+                    tasks,
+                    generate,
+                    lambda prompt: len(self.render(prompt)),
+                    executor,
+                    self.settings.roles,
+                    samples=samples,
+                    suite=name,
+                    checkpoint=version,
+                    temperature=temperature,
+                )
+                for name, tasks in self.suites.items()
+                if samples
+            ]
+
     async def metrics(self, executor: Executor) -> dict[str, float]:
-        """``eval/<suite>/<type>/{accuracy,format_error_rate}`` (``overall`` among the types) and
-        ``perf/eval_s``."""
+        """``eval/<suite>/<type>/{accuracy,format_error_rate}`` (``overall`` among the types), with
+        ``proposer_samples`` ``eval/<suite>/propose/<type>/valid_rate``, and ``perf/eval_s``."""
         start = time.perf_counter()
         reports = await self.reports(executor)
         out = {
@@ -80,13 +109,21 @@ class PolicyEvaluator:
             for key, value in report.metrics().items()
             if key.rsplit("/", 1)[-1] in KEPT
         }
+        for proposer in await self.proposer_reports(executor):
+            out |= proposer.metrics()
         return out | {"perf/eval_s": time.perf_counter() - start}
 
-    def _generate(self, prompts: Sequence[Prompt], n: int) -> list[list[Response]]:
-        ids = [self.render(p) for p in prompts]
-        return self.model.generate(
-            ids, n=n, temperature=0.0, max_new_tokens=self.settings.max_new_tokens, seed=0
-        )
+    def _generator(self, temperature: float) -> Generate:
+        """The policy answering rendered prompts at ``temperature`` (0: greedy), reseeded for each call."""
+
+        def generate(prompts: Sequence[Prompt], n: int) -> list[list[Response]]:
+            ids = [self.render(p) for p in prompts]
+            max_new_tokens = self.settings.max_new_tokens
+            return self.model.generate(
+                ids, n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=0
+            )
+
+        return generate
 
     @contextmanager
     def _aside(self) -> Iterator[None]:

@@ -1,14 +1,17 @@
-"""Evaluating a checkpoint end to end: find the model, start an executor, generate, score."""
+"""Evaluating a checkpoint end to end: find the model, start an executor, generate, score (the solver or
+the proposer)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from azr.core.task import Task
 from azr.eval.generation import EvalModel, Response
-from azr.eval.scoring import EvalReport, evaluate
+from azr.eval.proposals import ProposerReport, evaluate_proposer
+from azr.eval.scoring import EvalReport, Generate, evaluate
 from azr.executor.pool import ExecutorPool, PoolConfig
 from azr.roles.config import RolesConfig
 from azr.roles.templates import Prompt
@@ -34,38 +37,92 @@ def model_directory(path: Path) -> Path:
     raise FileNotFoundError(f"{path} is neither a model directory, a checkpoint nor a run directory")
 
 
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How a checkpoint answers: responses per prompt, temperature, length limit, prompt format, seed."""
+
+    samples: int = 1
+    temperature: float = 0.0
+    max_new_tokens: int = 96
+    seed: int = 0
+    prompt_format: PromptFormat = "chat"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedPolicy:
+    """A checkpoint's model behind the two callables the scorers take."""
+
+    directory: Path
+    generate: Generate
+    count_tokens: Callable[[Prompt], int]
+
+    @classmethod
+    def load(cls, checkpoint: Path, sampling: Sampling, *, device: str = "cpu") -> LoadedPolicy:
+        directory = model_directory(checkpoint)
+        model = EvalModel.load(directory, device=device)
+        render = PromptRenderer(model.tokenizer, sampling.prompt_format)
+
+        def generate(prompts: Sequence[Prompt], n: int) -> list[list[Response]]:
+            return model.generate(
+                [render(p) for p in prompts],
+                n=n,
+                temperature=sampling.temperature,
+                max_new_tokens=sampling.max_new_tokens,
+                seed=sampling.seed,
+            )
+
+        return cls(directory, generate, lambda prompt: len(render(prompt)))
+
+
 async def evaluate_checkpoint(
     checkpoint: Path,
     tasks: Sequence[Task],
     *,
     suite: str,
     roles: RolesConfig | None = None,
-    prompt_format: PromptFormat = "chat",
-    samples: int = 1,
-    temperature: float = 0.0,
-    max_new_tokens: int = 96,
-    seed: int = 0,
+    sampling: Sampling | None = None,
     executor: PoolConfig | None = None,
     device: str = "cpu",
 ) -> EvalReport:
     """Score the solver of ``checkpoint`` on ``tasks``."""
-    roles = roles or RolesConfig()
-    directory = model_directory(checkpoint)
-    model = EvalModel.load(directory, device=device)
-    render = PromptRenderer(model.tokenizer, prompt_format)
-
-    def generate(prompts: Sequence[Prompt], n: int) -> list[list[Response]]:
-        ids = [render(p) for p in prompts]
-        return model.generate(ids, n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
-
+    sampling = sampling or Sampling()
+    policy = LoadedPolicy.load(checkpoint, sampling, device=device)
     async with ExecutorPool.from_config(executor or PoolConfig()) as pool:
         return await evaluate(
             tasks,
-            generate,
+            policy.generate,
             pool,
-            roles,
-            samples=samples,
+            roles or RolesConfig(),
+            samples=sampling.samples,
             suite=suite,
-            checkpoint=str(directory),
-            temperature=temperature,
+            checkpoint=str(policy.directory),
+            temperature=sampling.temperature,
+        )
+
+
+async def evaluate_proposer_checkpoint(
+    checkpoint: Path,
+    tasks: Sequence[Task],
+    *,
+    suite: str,
+    roles: RolesConfig | None = None,
+    sampling: Sampling | None = None,
+    executor: PoolConfig | None = None,
+    device: str = "cpu",
+) -> ProposerReport:
+    """Score the proposer of ``checkpoint`` on requests built from ``tasks`` (``azr.eval.proposals``)."""
+    sampling = sampling or Sampling(temperature=1.0)
+    policy = LoadedPolicy.load(checkpoint, sampling, device=device)
+    async with ExecutorPool.from_config(executor or PoolConfig()) as pool:
+        return await evaluate_proposer(
+            tasks,
+            policy.generate,
+            policy.count_tokens,
+            pool,
+            roles or RolesConfig(),
+            samples=sampling.samples,
+            suite=suite,
+            checkpoint=str(policy.directory),
+            temperature=sampling.temperature,
+            seed=sampling.seed,
         )

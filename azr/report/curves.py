@@ -48,6 +48,13 @@ CHARTS = (
         fraction=True,
     ),
     Chart("valid_rate", "proposer valid-task rate", ("propose/{type}/valid_rate",), fraction=True),
+    Chart(
+        "eval_valid_rate",
+        "proposer valid-task rate on the held-out requests",
+        ("eval/heldout/propose/{type}/valid_rate",),
+        smoothed=False,
+        fraction=True,
+    ),
     Chart("learnability", "learnability reward (mean)", ("propose/{type}/learnability_mean",)),
     Chart(
         "message_gain",

@@ -157,6 +157,18 @@ class SelfPlayConfig(BaseModel):
         "eval/<suite>/<type>/accuracy and format_error_rate, and eval/<suite>/overall/accuracy.",
     )
 
+    eval_proposer_samples: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="With eval_every: also score the proposer, this many proposals per request on requests "
+        "built from each suite's tasks and the same at every evaluation (`azr eval --role propose`), at the "
+        "training temperature: eval/<suite>/propose/<type>/valid_rate. propose/<type>/valid_rate is measured "
+        "on prompts from buffers the run keeps changing; this rate compares the proposer with itself. 0: "
+        "not scored (on the tiny preset, 2 proposals for each of the held-out suite's 400 requests take "
+        "about a minute on 2 cores).",
+    )
+
     @field_validator("eval_suites", "demonstration_types", mode="before")
     @classmethod
     def _one_name_as_a_tuple(cls, value: Any) -> Any:

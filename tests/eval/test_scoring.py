@@ -14,7 +14,7 @@ import pytest
 
 from azr.core.task import Task, TaskType, zero_seed
 from azr.eval.generation import Response
-from azr.eval.runner import evaluate_checkpoint, model_directory
+from azr.eval.runner import Sampling, evaluate_checkpoint, model_directory
 from azr.eval.scoring import EvalReport, evaluate, pass_at_k
 from azr.eval.suites import load_suite, parse_task_lines, task_line, without_messages
 from azr.executor.pool import ExecutorPool
@@ -110,7 +110,9 @@ def test_azr_eval_writes_the_report_and_the_answers(tiny_model_dir: Path, tmp_pa
 def test_a_known_checkpoint_on_the_zero_seed_suite(tiny_model_dir: Path) -> None:
     """The untrained tiny model cannot write an answer in 4 tokens: every response is a format error."""
     report = asyncio.run(
-        evaluate_checkpoint(tiny_model_dir, load_suite("zero-seed"), suite="zero-seed", max_new_tokens=4)
+        evaluate_checkpoint(
+            tiny_model_dir, load_suite("zero-seed"), suite="zero-seed", sampling=Sampling(max_new_tokens=4)
+        )
     )
     assert set(report.by_type) == {t.value for t in TaskType}
     for score in report.by_type.values():

@@ -249,9 +249,11 @@ def test_sigterm_stops_a_run_as_cleanly_as_ctrl_c(run_dir: Path, tiny_model_dir:
 def test_sync_run_trains_only_on_the_current_policy_and_scores_it(
     run_dir: Path, tiny_model_dir: Path
 ) -> None:
-    """The run also scores its policy (on the three zero-seed tasks, which costs seconds): before any step,
-    as the row of step -1, then every second step and after the last, within the step's row."""
+    """The run also scores its policy, solver and proposer (on the three zero-seed tasks, which costs
+    seconds): before any step, as the row of step -1, then every second step and after the last, within
+    the step's row."""
     evaluation = ["--set", "selfplay.eval_every=2", "--set", "selfplay.eval_suites=zero-seed"]
+    evaluation += ["--set", "selfplay.eval_proposer_samples=1"]
     run = Run(run_dir, [*small(tiny_model_dir), "--steps", "2", "--sync", *evaluation])
     assert run.finish() == 0, run.output()
     baseline, *steps = run.steps()
@@ -261,7 +263,7 @@ def test_sync_run_trains_only_on_the_current_policy_and_scores_it(
 
     scores = {
         f"eval/zero-seed/{t}/{k}" for t in (*TYPES, "overall") for k in ("accuracy", "format_error_rate")
-    }
+    } | {f"eval/zero-seed/propose/{t}/valid_rate" for t in (*TYPES, "overall")}
     assert (baseline["step"], baseline["policy_version"]) == (-1, 0)
     assert [scores <= r.keys() for r in (baseline, *steps)] == [True, False, True]
     assert all(0.0 <= r[k] <= 1.0 for r in (baseline, steps[1]) for k in scores)

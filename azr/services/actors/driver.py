@@ -365,6 +365,8 @@ def _evaluation(settings: RunSettings) -> PolicyEvalSettings | None:
         roles=settings.roles,
         prompt_format=settings.selfplay.prompt_format,
         max_new_tokens=settings.rollout.max_new_tokens,
+        proposer_samples=settings.selfplay.eval_proposer_samples,
+        temperature=settings.rollout.temperature,
     )
 
 
