@@ -4,7 +4,8 @@ the proposer)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +75,16 @@ class LoadedPolicy:
         return cls(directory, generate, lambda prompt: len(render(prompt)))
 
 
+@asynccontextmanager
+async def _policy_and_executor(
+    checkpoint: Path, sampling: Sampling, executor: PoolConfig | None, device: str
+) -> AsyncIterator[tuple[LoadedPolicy, ExecutorPool]]:
+    """The checkpoint loaded for ``sampling``, and an executor pool for the scorer, closed afterwards."""
+    policy = LoadedPolicy.load(checkpoint, sampling, device=device)
+    async with ExecutorPool.from_config(executor or PoolConfig()) as pool:
+        yield policy, pool
+
+
 async def evaluate_checkpoint(
     checkpoint: Path,
     tasks: Sequence[Task],
@@ -86,8 +97,7 @@ async def evaluate_checkpoint(
 ) -> EvalReport:
     """Score the solver of ``checkpoint`` on ``tasks``."""
     sampling = sampling or Sampling()
-    policy = LoadedPolicy.load(checkpoint, sampling, device=device)
-    async with ExecutorPool.from_config(executor or PoolConfig()) as pool:
+    async with _policy_and_executor(checkpoint, sampling, executor, device) as (policy, pool):
         return await evaluate(
             tasks,
             policy.generate,
@@ -112,8 +122,7 @@ async def evaluate_proposer_checkpoint(
 ) -> ProposerReport:
     """Score the proposer of ``checkpoint`` on requests built from ``tasks`` (``azr.eval.proposals``)."""
     sampling = sampling or Sampling(temperature=1.0)
-    policy = LoadedPolicy.load(checkpoint, sampling, device=device)
-    async with ExecutorPool.from_config(executor or PoolConfig()) as pool:
+    async with _policy_and_executor(checkpoint, sampling, executor, device) as (policy, pool):
         return await evaluate_proposer(
             tasks,
             policy.generate,
